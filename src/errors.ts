@@ -1,0 +1,128 @@
+/**
+ * The one catalogue of errors. Every error the service raises on purpose carries a stable `code`
+ * (never renamed: operators grep for them, clients switch on them). HTTP errors also carry the
+ * status and the problem-type title used in `application/problem+json` bodies (RFC 9457).
+ */
+
+/** Why a drop was not published (CONTRACT §3). These strings are part of the contract. */
+export const REJECTION_REASONS = [
+  'unknown_filename',
+  'empty',
+  'too_large',
+  'invalid_json',
+  'not_an_object',
+  'schema',
+  'bookmaker_mismatch',
+  'sport_mismatch',
+  'bad_generated_at',
+  'future_generated_at',
+] as const;
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+/** Base class: every deliberate error has a stable code. */
+export class OddsfilesError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A drop that breaks the publishing rules. Never retried. */
+export class RejectionError extends OddsfilesError {
+  readonly reason: RejectionReason;
+  readonly detail: string;
+  constructor(reason: RejectionReason, detail: string) {
+    super(`rejected.${reason}`, `${reason}: ${detail}`);
+    this.reason = reason;
+    this.detail = detail;
+  }
+}
+
+/** The configuration is unusable; start-up stops with this message. */
+export class ConfigError extends OddsfilesError {
+  readonly file: string | undefined;
+  readonly path: string;
+  constructor(file: string | undefined, path: string, problem: string) {
+    super('config.invalid', `${file ?? 'environment'}: ${path || '(root)'}: ${problem}`);
+    this.file = file;
+    this.path = path;
+  }
+}
+
+/** The store could not be read or written for a reason that may pass (retry with backoff). */
+export class StoreUnavailableError extends OddsfilesError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('store.unavailable', message, options);
+  }
+}
+
+/** The object asked for is not in the store: the only store error that may become a 404. */
+export class StoreNotFoundError extends OddsfilesError {
+  readonly key: string;
+  constructor(key: string) {
+    super('store.not_found', `no object at ${key}`);
+    this.key = key;
+  }
+}
+
+/** Redis is needed and not reachable. */
+export class RedisUnavailableError extends OddsfilesError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('redis.unavailable', message, options);
+  }
+}
+
+/** Bad command-line usage: exit code 2. */
+export class UsageError extends OddsfilesError {
+  constructor(message: string) {
+    super('cli.usage', message);
+  }
+}
+
+/** Something the operator asked for does not exist (a key, a rejected drop): exit code 1. */
+export class NotFoundError extends OddsfilesError {
+  constructor(what: string) {
+    super('not_found', what);
+  }
+}
+
+/** The problems a client can meet over HTTP, one entry per stable code. */
+export const HTTP_PROBLEMS = {
+  unauthorized: { status: 401, title: 'Missing or invalid API key' },
+  forbidden: { status: 403, title: 'Not allowed for this key' },
+  not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  rate_limited: { status: 429, title: 'Rate limit exceeded' },
+  bad_request: { status: 400, title: 'Bad request' },
+  uri_too_long: { status: 414, title: 'URI too long' },
+  headers_too_large: { status: 431, title: 'Request header fields too large' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+  internal: { status: 500, title: 'Internal error' },
+} as const;
+export type HttpProblemCode = keyof typeof HTTP_PROBLEMS;
+
+/** An error that the reader turns into a problem+json response. */
+export class HttpProblem extends OddsfilesError {
+  readonly status: number;
+  readonly title: string;
+  readonly detail: string;
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(code: HttpProblemCode, detail: string, headers: Record<string, string> = {}) {
+    super(`http.${code}`, detail);
+    this.status = HTTP_PROBLEMS[code].status;
+    this.title = HTTP_PROBLEMS[code].title;
+    this.detail = detail;
+    this.headers = headers;
+  }
+  /** The stable problem type URI: clients may switch on it. */
+  get type(): string {
+    return `https://oddsfiles.dev/problems/${this.code.slice('http.'.length).replaceAll('_', '-')}`;
+  }
+}
+
+/** Exit codes of the command line (CONTRACT §6). */
+export function exitCodeFor(err: unknown): number {
+  return err instanceof UsageError ? 2 : 1;
+}

@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { StoreNotFoundError, StoreUnavailableError } from '../errors.js';
+import { assertValidKey, type Store } from './store.js';
+
+const TMP_DIR = '.tmp';
+
+/**
+ * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
+ * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
+ */
+export function createFsStore(url: string): Store {
+  const root = fileURLToPath(url);
+  const tmpRoot = join(root, TMP_DIR);
+  let ready: Promise<void> | undefined;
+  const init = () => (ready ??= mkdir(tmpRoot, { recursive: true }).then(() => undefined));
+  const pathOf = (key: string) => {
+    assertValidKey(key);
+    return join(root, key);
+  };
+  const wrap = (what: string, err: unknown): never => {
+    if (err instanceof StoreNotFoundError || err instanceof TypeError) throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw new StoreUnavailableError(`store ${what}: ${code}: ${(err as Error).message}`, { cause: err });
+  };
+
+  return {
+    description: url,
+    async put(key, bytes) {
+      const target = pathOf(key);
+      const tmp = join(tmpRoot, `${randomBytes(8).toString('hex')}.tmp`);
+      try {
+        await init();
+        await mkdir(dirname(target), { recursive: true });
+        const fh = await open(tmp, 'w', 0o644);
+        try {
+          await fh.writeFile(bytes);
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        await rename(tmp, target);
+        await fsyncDir(dirname(target));
+      } catch (err) {
+        await rm(tmp, { force: true }).catch(() => undefined);
+        wrap(`put ${key}`, err);
+      }
+    },
+    async get(key) {
+      const path = pathOf(key);
+      try {
+        return await readFile(path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StoreNotFoundError(key);
+        return wrap(`get ${key}`, err);
+      }
+    },
+    async exists(key) {
+      const path = pathOf(key);
+      try {
+        return (await stat(path)).isFile();
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        return wrap(`stat ${key}`, err);
+      }
+    },
+    async delete(key) {
+      const path = pathOf(key);
+      try {
+        await unlink(path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') wrap(`delete ${key}`, err);
+      }
+    },
+    async list(prefix) {
+      try {
+        const entries = await readdir(root, { recursive: true, withFileTypes: true });
+        return entries
+          .filter((e) => e.isFile())
+          .map((e) => relative(root, join(e.parentPath, e.name)).split(sep).join('/'))
+          .filter((k) => !k.startsWith(`${TMP_DIR}/`) && k.startsWith(prefix))
+          .sort();
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        return wrap(`list ${prefix}`, err);
+      }
+    },
+    async ping() {
+      try {
+        await init();
+        await stat(root);
+      } catch (err) {
+        wrap('ping', err);
+      }
+    },
+    async close() {},
+  };
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
