@@ -1,0 +1,97 @@
+/**
+ * The published index in Redis. The newest-wins rule is enforced here, in one Lua script, so it
+ * holds whatever the number of workers and whatever the order their jobs finish in.
+ */
+import type { Redis } from 'ioredis';
+import type { RedisKeys } from '../redis/keys.js';
+import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
+
+// KEYS: catalog hash, seq counter, versions list. ARGV: filename, entry JSON, generatedAtMs,
+// sha256, keepVersions, channel. Equal generated_at with new bytes publishes (a correction).
+const COMMIT_LUA = `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local c = cjson.decode(cur)
+  if c.sha256 == ARGV[4] then
+    return {'unchanged', cur, redis.call('GET', KEYS[2]) or '0'}
+  end
+  if tonumber(c.generatedAtMs) > tonumber(ARGV[3]) then
+    return {'superseded', cur, redis.call('GET', KEYS[2]) or '0'}
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local seq = redis.call('INCR', KEYS[2])
+redis.call('LREM', KEYS[3], 0, ARGV[4])
+redis.call('LPUSH', KEYS[3], ARGV[4])
+local keep = tonumber(ARGV[5])
+local evicted = redis.call('LRANGE', KEYS[3], keep, -1)
+redis.call('LTRIM', KEYS[3], 0, keep - 1)
+redis.call('PUBLISH', ARGV[6], '{"seq":' .. seq .. ',"entry":' .. ARGV[2] .. '}')
+local out = {'published', ARGV[2], tostring(seq)}
+for i = 1, #evicted do out[#out + 1] = evicted[i] end
+return out
+`;
+
+// KEYS: catalog hash, seq counter. A consistent snapshot: entries and seq read atomically.
+const SNAPSHOT_LUA = `
+return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}
+`;
+
+export interface Catalog {
+  commit(entry: CatalogEntry, keepVersions: number): Promise<CommitResult>;
+  get(filename: string): Promise<CatalogEntry | undefined>;
+  snapshot(): Promise<CatalogSnapshot>;
+  seq(): Promise<number>;
+}
+
+export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
+  return {
+    async commit(entry, keepVersions) {
+      const json = JSON.stringify(entry);
+      const reply = (await redis.eval(
+        COMMIT_LUA,
+        3,
+        keys.catalog,
+        keys.catalogSeq,
+        keys.catalogVersions(entry.filename),
+        entry.filename,
+        json,
+        String(entry.generatedAtMs),
+        entry.sha256,
+        String(keepVersions),
+        keys.catalogChannel,
+      )) as string[];
+      const [outcome, current, seq, ...evicted] = reply;
+      return {
+        outcome: outcome as CommitOutcome,
+        current: JSON.parse(current as string) as CatalogEntry,
+        seq: Number(seq),
+        evicted,
+      };
+    },
+    async get(filename) {
+      const json = await redis.hget(keys.catalog, filename);
+      return json ? (JSON.parse(json) as CatalogEntry) : undefined;
+    },
+    async snapshot() {
+      const [seq, flat] = (await redis.eval(SNAPSHOT_LUA, 2, keys.catalog, keys.catalogSeq)) as [string, string[]];
+      const entries: CatalogEntry[] = [];
+      for (let i = 1; i < flat.length; i += 2) entries.push(JSON.parse(flat[i] as string) as CatalogEntry);
+      entries.sort((a, b) => (a.filename < b.filename ? -1 : 1));
+      return { seq: Number(seq), entries };
+    },
+    async seq() {
+      return Number((await redis.get(keys.catalogSeq)) ?? 0);
+    },
+  };
+}
+
+/** Parse one announcement from the catalog channel; undefined for anything malformed. */
+export function parseCatalogChange(message: string): CatalogChange | undefined {
+  try {
+    const v = JSON.parse(message) as CatalogChange;
+    return typeof v.seq === 'number' && v.entry && typeof v.entry.filename === 'string' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}

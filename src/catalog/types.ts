@@ -1,0 +1,41 @@
+import type { FeedKind } from '../config.js';
+
+/** What is published under one filename. */
+export interface CatalogEntry {
+  readonly filename: string;
+  readonly bookmaker: string;
+  readonly kind: FeedKind;
+  readonly sport: string | null;
+  /** Store key of the version object. */
+  readonly object: string;
+  readonly sha256: string;
+  readonly size: number;
+  /** The document's `generated_at` as published (stamped when the drop had none). */
+  readonly generatedAt: string;
+  readonly generatedAtMs: number;
+  /** When this version was published (ISO 8601 UTC). */
+  readonly publishedAt: string;
+}
+
+/** A whole catalog at one moment. `seq` grows by one on every published change. */
+export interface CatalogSnapshot {
+  readonly seq: number;
+  readonly entries: readonly CatalogEntry[];
+}
+
+export type CommitOutcome = 'published' | 'superseded' | 'unchanged';
+
+export interface CommitResult {
+  readonly outcome: CommitOutcome;
+  /** The entry published under the filename after the commit. */
+  readonly current: CatalogEntry;
+  readonly seq: number;
+  /** Version hashes that fell out of the retained history: their objects may be deleted. */
+  readonly evicted: readonly string[];
+}
+
+/** Announced on the catalog channel after every published change. */
+export interface CatalogChange {
+  readonly seq: number;
+  readonly entry: CatalogEntry;
+}

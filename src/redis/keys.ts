@@ -1,0 +1,43 @@
+/**
+ * Every Redis key and channel the service uses, under REDIS_PREFIX, in one place. BullMQ's own
+ * keys live under `<prefix>:<queue>:*` (the queue names below never clash with these).
+ */
+export interface RedisKeys {
+  readonly prefix: string;
+  /** Hash: filename → catalog entry (JSON). */
+  readonly catalog: string;
+  /** Counter bumped on every published change. */
+  readonly catalogSeq: string;
+  /** List of a filename's version hashes, newest first. */
+  catalogVersions(filename: string): string;
+  /** Pub/sub channel announcing catalog changes. */
+  readonly catalogChannel: string;
+  /** Sorted set of recent rejections (score: time), JSON members. */
+  readonly rejections: string;
+  /** Hash: key id → key record (JSON). */
+  readonly apiKeys: string;
+  /** Hash: sha256 of a key → key id. */
+  readonly apiKeyHashes: string;
+  /** Pub/sub channel announcing key changes (revocations). */
+  readonly apiKeysChannel: string;
+  /** Rate-limit counters. */
+  rate(scope: string, id: string): string;
+}
+
+export function redisKeys(prefix: string): RedisKeys {
+  return {
+    prefix,
+    catalog: `${prefix}:catalog`,
+    catalogSeq: `${prefix}:catalog:seq`,
+    catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
+    catalogChannel: `${prefix}:catalog:changes`,
+    rejections: `${prefix}:rejections`,
+    apiKeys: `${prefix}:apikeys`,
+    apiKeyHashes: `${prefix}:apikeys:hashes`,
+    apiKeysChannel: `${prefix}:apikeys:changes`,
+    rate: (scope, id) => `${prefix}:rate:${scope}:${id}`,
+  };
+}
+
+/** BullMQ queue names. */
+export const INGEST_QUEUE = 'ingest';
