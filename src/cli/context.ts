@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../config.js';
-import { createRedis } from '../redis/connect.js';
+import { createRedis, whenReady } from '../redis/connect.js';
 import { redisKeys, type RedisKeys } from '../redis/keys.js';
 import { resolveRedis } from '../redis/private-server.js';
 
@@ -20,6 +20,8 @@ export interface CliContext {
   config(): Config;
   /** A command connection to Redis (fails fast while Redis is away). */
   redis(): Promise<Redis>;
+  /** The Redis URL in use (REDIS_URL, the default, or a running private redis-server). */
+  redisUrl(): Promise<string>;
   keys(): RedisKeys;
   /** Close whatever the command opened. */
   close(): Promise<void>;
@@ -28,16 +30,17 @@ export interface CliContext {
 export function createCliContext(io: CliIO, env: Readonly<Record<string, string | undefined>>, cwd: string): CliContext {
   let config: Config | undefined;
   let redis: Promise<Redis> | undefined;
+  let url: Promise<string> | undefined;
   const ctx: CliContext = {
     io,
     env,
     config: () => (config ??= loadConfig({ env, cwd })),
+    redisUrl: () => (url ??= resolveRedis(ctx.config(), { startPrivate: false }).then((r) => r.url)),
     redis: () =>
       (redis ??= (async () => {
-        const { url } = await resolveRedis(ctx.config(), { startPrivate: false });
-        const client = createRedis(url, 'client', 'oddsfiles-cli');
+        const client = createRedis(await ctx.redisUrl(), 'client', 'oddsfiles-cli');
         client.on('error', () => undefined);
-        await client.ping();
+        await whenReady(client, 5000);
         return client;
       })()),
     keys: () => redisKeys(ctx.config().redis.prefix),

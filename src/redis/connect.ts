@@ -45,3 +45,19 @@ export async function redisAnswers(url: string, timeoutMs = 1000): Promise<boole
     client.disconnect();
   }
 }
+
+/** Resolve once the connection is ready (a fail-fast client rejects commands before that). */
+export function whenReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      reject(new Error(`Redis did not become ready within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once('ready', onReady);
+  });
+}

@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import { copyFile, rename, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { QueueEvents, type Job } from 'bullmq';
+import { SingleBar, Presets } from 'cli-progress';
+import type { Command } from 'commander';
+import { UsageError } from '../errors.js';
+import { claimPath, ensureInbox, newClaimId, processingDir } from '../ingest/inbox.js';
+import { createIngestQueue, enqueueClaim, type IngestJobData, type IngestResult } from '../ingest/queue.js';
+import { INGEST_QUEUE } from '../redis/keys.js';
+import { createRedis } from '../redis/connect.js';
+import { parseDuration } from '../duration.js';
+import type { CliContext } from './context.js';
+
+interface PublishOptions {
+  wait: boolean;
+  timeout: string;
+  json?: boolean;
+}
+
+export function registerPublishCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('publish')
+    .description('submit files through the same pipeline as the drop folder, and report each outcome')
+    .argument('<files...>', 'files named like feeds (site_live_<bookmaker>_<sport>.json ...)')
+    .option('--no-wait', 'queue and return at once, without waiting for the outcomes')
+    .option('--timeout <duration>', 'how long to wait for the outcomes', '60s')
+    .option('--json', 'machine-readable output')
+    .action(async (files: string[], opts: PublishOptions) => {
+      const timeoutMs = parseDuration(opts.timeout);
+      if (timeoutMs === undefined) throw new UsageError(`--timeout takes a duration such as 30s, not "${opts.timeout}"`);
+      for (const f of files) {
+        const st = await stat(f).catch(() => undefined);
+        if (!st?.isFile()) throw new UsageError(`not a readable file: ${f}`);
+      }
+      const config = ctx.config();
+      const url = await ctx.redisUrl();
+      const queue = createIngestQueue(await ctx.redis(), config.redis.prefix);
+      const events = opts.wait ? new QueueEvents(INGEST_QUEUE, { connection: createRedis(url, 'worker', 'oddsfiles-cli-events'), prefix: config.redis.prefix }) : undefined;
+      const bar = files.length >= 10 && (ctx.io.stderr as NodeJS.WriteStream).isTTY
+        ? new SingleBar({ stream: ctx.io.stderr, format: 'publishing [{bar}] {value}/{total} {filename}' }, Presets.shades_classic)
+        : undefined;
+      try {
+        await events?.waitUntilReady();
+        await ensureInbox(config.inboxDir);
+        const jobs: { file: string; job: Job<IngestJobData, IngestResult> }[] = [];
+        bar?.start(files.length, 0, { filename: '' });
+        for (const file of files) {
+          const name = basename(file);
+          const claimId = newClaimId();
+          const tmp = join(processingDir(config.inboxDir), `.publish-${randomBytes(6).toString('hex')}.tmp`);
+          await copyFile(file, tmp);
+          await rename(tmp, claimPath(config.inboxDir, claimId, name));
+          jobs.push({ file, job: await enqueueClaim(queue, claimId, name, Date.now()) });
+          if (!opts.wait) bar?.increment({ filename: name });
+        }
+        const results: { file: string; outcome: string; reason?: string; detail?: string }[] = [];
+        for (const { file, job } of jobs) {
+          if (!events) {
+            results.push({ file, outcome: 'queued' });
+            continue;
+          }
+          try {
+            const r = await job.waitUntilFinished(events, timeoutMs);
+            results.push({ file, outcome: r.outcome });
+          } catch (err) {
+            const msg = (err as Error).message;
+            const m = /^rejected: (\w+): (.*)$/s.exec(msg);
+            results.push(m ? { file, outcome: 'rejected', reason: m[1]!, detail: m[2]! } : { file, outcome: 'unknown', detail: msg });
+          }
+          bar?.increment({ filename: basename(file) });
+        }
+        bar?.stop();
+        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+        else for (const r of results) ctx.io.stdout.write(`${r.file}\t${r.outcome}${r.reason ? `\t${r.reason}: ${r.detail}` : r.detail ? `\t${r.detail}` : ''}\n`);
+        if (results.some((r) => r.outcome === 'rejected' || r.outcome === 'unknown')) process.exitCode = 1;
+      } finally {
+        bar?.stop();
+        await events?.close();
+        await queue.close();
+      }
+    });
+}

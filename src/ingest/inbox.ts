@@ -1,0 +1,90 @@
+/**
+ * The drop folder on disk. A drop is claimed by renaming it into INBOX_DIR/.processing/ under a
+ * name that records who claimed it, so a new drop under the same filename can land while the old
+ * one is processed, and a crash leaves the claimed drop where the next start finds it.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, rename } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { RejectionError } from '../errors.js';
+
+export const PROCESSING_DIR = '.processing';
+
+/** Publishers write to such names, then rename: they are never read. */
+export function isIgnoredName(name: string): boolean {
+  return name.startsWith('.') || name.endsWith('.tmp') || name.endsWith('.part');
+}
+
+export interface Claim {
+  /** Unique per claim; `d<jobId>` for drops claimed by a drop job. */
+  readonly claimId: string;
+  /** The drop's filename as the publisher named it. */
+  readonly name: string;
+  readonly path: string;
+}
+
+export function processingDir(inboxDir: string): string {
+  return join(inboxDir, PROCESSING_DIR);
+}
+
+export function claimPath(inboxDir: string, claimId: string, name: string): string {
+  return join(processingDir(inboxDir), `${claimId}--${name}`);
+}
+
+/** Split a claim file's name into its parts; undefined for anything else. */
+export function parseClaimFileName(inboxDir: string, fileName: string): Claim | undefined {
+  const i = fileName.indexOf('--');
+  if (i <= 0 || i + 2 >= fileName.length) return undefined;
+  const claimId = fileName.slice(0, i);
+  const name = fileName.slice(i + 2);
+  return { claimId, name, path: join(processingDir(inboxDir), fileName) };
+}
+
+/** A fresh claim id for drops that did not come through a drop job (publish, retry). */
+export function newClaimId(now: Date = new Date()): string {
+  return `p${now.getTime().toString(36)}${randomBytes(4).toString('hex')}`;
+}
+
+export async function ensureInbox(inboxDir: string): Promise<void> {
+  await mkdir(processingDir(inboxDir), { recursive: true });
+}
+
+/** Take INBOX_DIR/<name> into .processing; undefined when it is gone (already processed). */
+export async function claimDrop(inboxDir: string, name: string, claimId: string): Promise<Claim | undefined> {
+  if (basename(name) !== name || isIgnoredName(name)) return undefined;
+  const path = claimPath(inboxDir, claimId, name);
+  try {
+    await rename(join(inboxDir, name), path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw err;
+  }
+  return { claimId, name, path };
+}
+
+/**
+ * Read a claimed drop, refusing regular files over the limit without reading them, and anything
+ * that is not a regular file (a FIFO would block, a directory cannot be read).
+ */
+export async function readClaim(path: string, maxBytes: number): Promise<Buffer> {
+  const fh = await open(path, 'r');
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw new RejectionError('unknown_filename', 'not a regular file');
+    if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
+    // Read at most one byte past the limit: a file still growing cannot make us read it all.
+    const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);
+    let filled = 0;
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, filled, buf.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+      if (filled === buf.length) break;
+    }
+    if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
+    return filled === buf.length ? buf : buf.subarray(0, filled);
+  } finally {
+    await fh.close();
+  }
+}

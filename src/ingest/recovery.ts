@@ -1,0 +1,40 @@
+/**
+ * Claims in INBOX_DIR/.processing whose job is no longer pending (the process died, Redis lost
+ * the job, retries ran out) are queued again as claim jobs, so nothing claimed is ever stranded.
+ */
+import { readdir, stat } from 'node:fs/promises';
+import type { Logger } from '../log.js';
+import { parseClaimFileName, processingDir } from './inbox.js';
+import { claimJobId, enqueueClaim, type IngestQueue } from './queue.js';
+
+const PENDING = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
+
+export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue; log: Logger }): Promise<number> {
+  let names: string[];
+  try {
+    names = await readdir(processingDir(deps.inboxDir));
+  } catch {
+    return 0;
+  }
+  let recovered = 0;
+  for (const fileName of names) {
+    const claim = parseClaimFileName(deps.inboxDir, fileName);
+    if (!claim) continue;
+    const st = await stat(claim.path).catch(() => undefined);
+    if (!st?.isFile()) continue;
+    const owner = claim.claimId.startsWith('d') ? claim.claimId.slice(1) : claimJobId(claim.claimId);
+    if (PENDING.has(await deps.queue.getJobState(owner))) continue;
+    const jobId = claimJobId(claim.claimId);
+    const state = jobId === owner ? 'unknown' : await deps.queue.getJobState(jobId);
+    if (PENDING.has(state)) continue;
+    // A finished job with this id would make the add below a no-op: clear it first.
+    if (state !== 'unknown' || jobId === owner) {
+      const job = await deps.queue.getJob(jobId);
+      await job?.remove().catch(() => undefined);
+    }
+    await enqueueClaim(deps.queue, claim.claimId, claim.name, Math.floor(st.mtimeMs));
+    deps.log.info({ filename: claim.name, claimId: claim.claimId }, 'recovered a claimed drop whose job was lost');
+    recovered++;
+  }
+  return recovered;
+}

@@ -1,0 +1,91 @@
+/**
+ * The BullMQ worker: claims the drop (or takes the claim it is given), runs the publisher, and
+ * turns rejections into UnrecoverableError so they are never retried. Any other error is
+ * transient: the claim stays in .processing and the job is retried with backoff.
+ */
+import { stat } from 'node:fs/promises';
+import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import type { Logger } from '../log.js';
+import { INGEST_QUEUE } from '../redis/keys.js';
+import { claimDrop, claimPath, type Claim } from './inbox.js';
+import type { DropResult, Publisher } from './publish.js';
+import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
+
+export interface WorkerDeps {
+  readonly connection: ConnectionOptions;
+  readonly prefix: string;
+  readonly inboxDir: string;
+  readonly concurrency: number;
+  readonly lockDurationMs: number;
+  readonly publish: Publisher;
+  readonly log: Logger;
+  /** Called after every settled drop (metrics, follow-up enqueue). */
+  readonly onSettled?: (result: DropResult, job: Job<IngestJobData, IngestResult>) => void | Promise<void>;
+}
+
+export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, IngestResult> {
+  const processor = async (job: Job<IngestJobData, IngestResult>): Promise<IngestResult> => {
+    const { name, receivedAt, claimId: given } = job.data;
+    const claimId = given ?? `d${job.id}`;
+    let claim: Claim | undefined = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
+    if (!(await isFile(claim.path))) {
+      // A claim job whose file is gone was settled before; a drop job claims now.
+      claim = given ? undefined : await claimDrop(deps.inboxDir, name, claimId);
+    }
+    if (!claim) return { outcome: 'gone', filename: name };
+
+    const result = await deps.publish(claim, new Date(receivedAt));
+    deps.log.info(
+      {
+        filename: name,
+        jobId: job.id,
+        outcome: result.outcome,
+        reason: result.reason,
+        detail: result.detail,
+        rejectionId: result.rejectionId,
+        generatedAt: result.generatedAt,
+        lagMs: Date.now() - receivedAt,
+        timings: result.timings,
+        attempt: job.attemptsMade + 1,
+      },
+      `drop ${result.outcome}`,
+    );
+    await deps.onSettled?.(result, job);
+    const out: IngestResult = {
+      outcome: result.outcome,
+      filename: result.filename,
+      ...(result.reason ? { reason: result.reason, detail: result.detail, rejectionId: result.rejectionId } : {}),
+    };
+    if (result.outcome === 'rejected') {
+      // The outcome is durable (REJECTED_DIR); failing the job marks it in the queue, never retried.
+      throw new UnrecoverableError(`rejected: ${result.reason}: ${result.detail}`);
+    }
+    return out;
+  };
+
+  const worker = new Worker<IngestJobData, IngestResult>(INGEST_QUEUE, processor, {
+    connection: deps.connection,
+    prefix: deps.prefix,
+    concurrency: deps.concurrency,
+    lockDuration: deps.lockDurationMs,
+    stalledInterval: Math.max(1000, Math.floor(deps.lockDurationMs / 2)),
+    maxStalledCount: 5,
+    settings: { backoffStrategy: (attemptsMade: number, type?: string) => (type === BACKOFF_TYPE ? backoffDelay(attemptsMade) : 1000) },
+    autorun: true,
+  });
+  worker.on('failed', (job, err) => {
+    if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
+    deps.log.warn({ filename: job?.data.name, jobId: job?.id, attempt: job?.attemptsMade, err: { message: err.message } }, 'drop will be retried');
+  });
+  worker.on('error', (err) => deps.log.error({ err: { message: err.message } }, 'worker error'));
+  return worker;
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false;
+  }
+}
+

@@ -1,0 +1,25 @@
+/** Dropping files the way the README tells publishers to: write a dotfile, then rename. */
+import { randomBytes } from 'node:crypto';
+import { readdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export async function drop(inbox: string, name: string, bytes: Buffer | string): Promise<void> {
+  const tmp = join(inbox, `.${name}.${randomBytes(4).toString('hex')}.tmp`);
+  await writeFile(tmp, bytes);
+  await rename(tmp, join(inbox, name));
+}
+
+/** Files still waiting in the inbox or claimed in .processing (temp files excluded). */
+export async function pendingDrops(inbox: string): Promise<string[]> {
+  const top = await readdir(inbox).catch(() => [] as string[]);
+  const processing = await readdir(join(inbox, '.processing')).catch(() => [] as string[]);
+  return [
+    ...top.filter((n) => !n.startsWith('.')),
+    ...processing.filter((n) => !n.startsWith('.')).map((n) => `.processing/${n}`),
+  ];
+}
+
+/** A small valid document for one feed with a given generated_at. */
+export function tinyDoc(bookmaker: string, sport: string | null, generatedAt: string, extra: Record<string, unknown> = {}): Buffer {
+  return Buffer.from(JSON.stringify({ bookmaker, generated_at: generatedAt, ...(sport ? { sport } : {}), events: [], ...extra }));
+}

@@ -1,0 +1,153 @@
+/**
+ * Runs the real `oddsfiles` command (the built bin, dist/workers/oddsfiles.js) as a child
+ * process, as a user would, and reads its JSON log lines.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
+export const BIN = join(ROOT, 'dist/workers/oddsfiles.js');
+
+export type LogLine = Record<string, unknown> & { msg?: string; level?: number };
+
+export interface RunningOddsfiles {
+  readonly proc: ChildProcess;
+  readonly logs: LogLine[];
+  /** The reader's base URL (when the reader role runs). */
+  readonly url: string | undefined;
+  waitForLog(pred: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL: no cleanup at all. */
+  kill(): Promise<void>;
+}
+
+export async function makeDataDir(label: string): Promise<string> {
+  return mkdtemp(join(tmpdir(), `oddsfiles-${label}-`));
+}
+
+export function baseEnv(dataDir: string, prefix: string, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[k]) env[k] = process.env[k]!;
+  return {
+    ...env,
+    DATA_DIR: dataDir,
+    REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_PREFIX: prefix,
+    PORT: '0',
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+export async function startOddsfiles(env: Record<string, string>, args: string[] = ['start']): Promise<RunningOddsfiles> {
+  const proc = spawn(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: LogLine[] = [];
+  const waiters = new Set<() => void>();
+  let stderr = '';
+  let buf = '';
+  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    buf += chunk;
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        logs.push(JSON.parse(line) as LogLine);
+      } catch {
+        logs.push({ msg: line });
+      }
+      waiters.forEach((w) => w());
+    }
+  });
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+
+  const waitForLog = (pred: (l: LogLine) => boolean, timeoutMs = 20_000) =>
+    new Promise<LogLine>((res, rej) => {
+      const check = () => {
+        const hit = logs.find(pred);
+        if (hit) {
+          cleanup();
+          res(hit);
+        }
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        rej(new Error(`timed out waiting for a log line; stderr: ${stderr.slice(-2000)}; last logs: ${JSON.stringify(logs.slice(-5))}`));
+      }, timeoutMs);
+      const onExit = () => {
+        cleanup();
+        rej(new Error(`oddsfiles exited; stderr: ${stderr.slice(-2000)}`));
+      };
+      const cleanup = () => {
+        clearTimeout(timer);
+        waiters.delete(check);
+        proc.off('exit', onExit);
+      };
+      waiters.add(check);
+      proc.once('exit', onExit);
+      check();
+    });
+
+  const started = await waitForLog((l) => l.msg === 'oddsfiles started', 30_000);
+  return {
+    proc,
+    logs,
+    url: started.reader as string | undefined,
+    waitForLog,
+    async stop() {
+      if (proc.exitCode !== null) return proc.exitCode;
+      proc.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export interface CliResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export function runCli(env: Record<string, string>, args: string[], timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolvePromise, reject) => {
+    const proc = spawn(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    proc.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`oddsfiles ${args.join(' ')} timed out; stderr: ${stderr}`));
+    }, timeoutMs);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      resolvePromise({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Poll until fn returns a truthy value. */
+export async function waitFor<T>(fn: () => Promise<T> | T, timeoutMs = 20_000, what = 'condition', intervalMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
