@@ -165,7 +165,9 @@ function readConfigFile(path: string): Record<string, unknown> {
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const line = e.linePos?.[0];
-    throw new ConfigError(path, line ? `line ${line.line}, column ${line.col}` : '', e.message.split('\n')[0]!);
+    // The first line of a yaml error repeats the position ("… at line 4, column 1:"): it is in the path already.
+    const problem = e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+    throw new ConfigError(path, line ? `line ${line.line}, column ${line.col}` : '', problem);
   }
   const value: unknown = doc.toJS();
   if (value === null || value === undefined) return {};
@@ -215,6 +217,11 @@ function pathOf(instancePath: string): string {
 function describeAjvError(err: ErrorObject): string {
   if (err.keyword === 'additionalProperties') {
     return `unknown setting "${String(err.params.additionalProperty)}"`;
+  }
+  // A marketplace needs exactly one of secret and secret_env (the schema's only such oneOf).
+  if (err.keyword === 'oneOf' && /^\/marketplaces\/\d+$/.test(err.instancePath)) return 'set secret or secret_env, not both';
+  if (err.keyword === 'required' && err.schemaPath.includes('/oneOf/') && /^\/marketplaces\/\d+$/.test(err.instancePath)) {
+    return 'set secret or secret_env (the name of an environment variable holding the secret)';
   }
   if (err.keyword === 'enum') return `${err.message}: ${JSON.stringify(err.params.allowedValues)}`;
   if (err.keyword === 'pattern' && String(err.params.pattern).includes('ms|s|m|h|d')) {
@@ -359,7 +366,13 @@ function normaliseStoreUrl(url: string, cwd: string): string {
     }
     return url;
   }
-  if (url.startsWith('file://')) return pathToFileURL(fileURLToPath(url)).href;
+  if (url.startsWith('file://')) {
+    try {
+      return pathToFileURL(fileURLToPath(url)).href;
+    } catch (err) {
+      throw new ConfigError(undefined, 'STORE_URL', `use file:///absolute/dir: ${(err as Error).message}`);
+    }
+  }
   if (isAbsolute(url) || url.startsWith('.')) return pathToFileURL(resolve(cwd, url)).href;
   throw new ConfigError(undefined, 'STORE_URL', `use file:///absolute/dir or s3://bucket/prefix, not "${url}"`);
 }

@@ -20,6 +20,19 @@ export function createFsStore(url: string): Store {
     assertValidKey(key);
     return join(root, key);
   };
+  /**
+   * No object at the key: ENOENT, the key names a folder (EISDIR), or a folder in the key is an
+   * object (ENOTDIR), unless that is the root itself (then the store is broken, not empty).
+   */
+  const isMissing = async (err: unknown): Promise<boolean> => {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'EISDIR') return true;
+    if (code !== 'ENOTDIR') return false;
+    return stat(root).then(
+      (s) => s.isDirectory(),
+      () => false,
+    );
+  };
   const wrap = (what: string, err: unknown): never => {
     if (err instanceof StoreNotFoundError || err instanceof TypeError) throw err;
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
@@ -53,7 +66,7 @@ export function createFsStore(url: string): Store {
       try {
         return await readFile(path);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StoreNotFoundError(key);
+        if (await isMissing(err)) throw new StoreNotFoundError(key);
         return wrap(`get ${key}`, err);
       }
     },
@@ -62,7 +75,7 @@ export function createFsStore(url: string): Store {
       try {
         return (await stat(path)).isFile();
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        if (await isMissing(err)) return false;
         return wrap(`stat ${key}`, err);
       }
     },
@@ -71,7 +84,7 @@ export function createFsStore(url: string): Store {
       try {
         await unlink(path);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') wrap(`delete ${key}`, err);
+        if (!(await isMissing(err))) wrap(`delete ${key}`, err);
       }
     },
     async list(prefix) {

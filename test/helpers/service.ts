@@ -137,7 +137,12 @@ export function runCli(env: Record<string, string>, args: string[], timeoutMs = 
 }
 
 /** Poll until fn returns a truthy value. */
-export async function waitFor<T>(fn: () => Promise<T> | T, timeoutMs = 20_000, what = 'condition', intervalMs = 50): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 20_000,
+  what = 'condition',
+  intervalMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -1,0 +1,67 @@
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createFsStore } from '../src/store/fs-store.js';
+import type { Store } from '../src/store/store.js';
+import { storeContract } from './store.contract.js';
+
+const newDir = () => mkdtemp(join(tmpdir(), 'oddsfiles-store-'));
+
+storeContract(
+  'fs',
+  async () => {
+    const dir = await newDir();
+    const store = createFsStore(pathToFileURL(join(dir, 'store')).href);
+    return { store, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  },
+  {
+    // The root's parent is a regular file: nothing below it can exist, even for root.
+    openUnavailable: async () => {
+      const dir = await newDir();
+      await writeFile(join(dir, 'file'), 'not a folder');
+      const store = createFsStore(pathToFileURL(join(dir, 'file', 'store')).href);
+      return { store, cleanup: () => rm(dir, { recursive: true, force: true }) };
+    },
+  },
+);
+
+describe('fs store specifics', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await newDir();
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('leaves no temp files after puts, overwrites and deletes', async () => {
+    const root = join(dir, 'store');
+    const store: Store = createFsStore(pathToFileURL(root).href);
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.put(`objects/f${i % 5}/${i}.json`, Buffer.from(`${i}`))));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.put('manifest.json', Buffer.from(`${i}`))));
+    await store.delete('objects/f0/0.json');
+    expect(await readdir(join(root, '.tmp'))).toEqual([]);
+    const all = await readdir(root, { recursive: true });
+    expect(all.filter((p) => p.endsWith('.tmp') && p !== '.tmp')).toEqual([]);
+    expect(await store.list('')).toHaveLength(40);
+  });
+
+  it('creates a root that does not exist yet on the first put', async () => {
+    const root = join(dir, 'does', 'not', 'exist', 'yet');
+    const store = createFsStore(pathToFileURL(root).href);
+    expect(await store.list('')).toEqual([]);
+    expect(await store.exists('manifest.json')).toBe(false);
+    await store.put('manifest.json', Buffer.from('{"v":1}'));
+    expect((await store.get('manifest.json')).toString()).toBe('{"v":1}');
+    expect(await readdir(root)).toContain('manifest.json');
+  });
+
+  it('stores each key at <root>/<key>', async () => {
+    const root = join(dir, 'store');
+    const store = createFsStore(pathToFileURL(root).href);
+    await store.put('objects/site_live_soccer/abc.json', Buffer.from('x'));
+    expect(await readdir(join(root, 'objects', 'site_live_soccer'))).toEqual(['abc.json']);
+  });
+});
