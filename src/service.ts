@@ -13,6 +13,7 @@ import { ensureInbox } from './ingest/inbox.js';
 import { createPublisher } from './ingest/publish.js';
 import { createIngestQueue, enqueueDrop } from './ingest/queue.js';
 import { createRejectionLog } from './ingest/rejection-log.js';
+import { superviseWorker } from './ingest/supervisor.js';
 import { startWatcher } from './ingest/watcher.js';
 import { createIngestWorker } from './ingest/worker.js';
 import type { Logger } from './log.js';
@@ -85,21 +86,32 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         log,
         recordRejection: (r) => rejections.record(r),
       });
-      const worker = createIngestWorker({
-        connection: connect('worker', 'worker'),
-        prefix: config.redis.prefix,
-        inboxDir: config.inboxDir,
+      const worker = await superviseWorker({
+        queue,
         concurrency: config.ingest.concurrency,
-        lockDurationMs: config.ingest.lockDurationMs,
-        publish,
         log,
-        // A newer drop may have landed while this one was processed from an older claim.
-        onSettled: async (result) => {
-          const pending = await access(join(config.inboxDir, result.filename)).then(() => true, () => false);
-          if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
+        create: () => {
+          // Each worker (the supervisor may replace one) owns its connection and closes it.
+          const connection = createRedis(redisInfo.url, 'worker', `${config.redis.prefix}:worker`);
+          connection.on('error', (err) => log.debug({ err: { message: err.message } }, 'redis worker connection error'));
+          const worker = createIngestWorker({
+            connection,
+            prefix: config.redis.prefix,
+            inboxDir: config.inboxDir,
+            concurrency: config.ingest.concurrency,
+            lockDurationMs: config.ingest.lockDurationMs,
+            publish,
+            log,
+            // A newer drop may have landed while this one was processed from an older claim.
+            onSettled: async (result) => {
+              const pending = await access(join(config.inboxDir, result.filename)).then(() => true, () => false);
+              if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
+            },
+          });
+          worker.on('closed', () => void connection.quit().catch(() => connection.disconnect()));
+          return worker;
         },
       });
-      await worker.waitUntilReady();
       closers.push(async () => {
         const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
         if ((await Promise.race([worker.close(), timeout])) === 'timeout') {

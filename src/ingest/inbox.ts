@@ -4,6 +4,7 @@
  * one is processed, and a crash leaves the claimed drop where the next start finds it.
  */
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RejectionError } from '../errors.js';
@@ -68,10 +69,20 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string)
  * that is not a regular file (a FIFO would block, a directory cannot be read).
  */
 export async function readClaim(path: string, maxBytes: number): Promise<Buffer> {
-  const fh = await open(path, 'r');
+  // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
+  // O_NONBLOCK: opening a FIFO does not wait for a writer.
+  let fh;
+  try {
+    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'EMLINK') throw new RejectionError('unknown_filename', 'a symbolic link, not a regular file');
+    if (code === 'EACCES' || code === 'EPERM') throw new RejectionError('unknown_filename', 'the file cannot be read (permission denied)');
+    throw err;
+  }
   try {
     const st = await fh.stat();
-    if (!st.isFile()) throw new RejectionError('unknown_filename', 'not a regular file');
+    if (!st.isFile()) throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
     const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);

@@ -2,7 +2,7 @@
  * Claims in INBOX_DIR/.processing whose job is no longer pending (the process died, Redis lost
  * the job, retries ran out) are queued again as claim jobs, so nothing claimed is ever stranded.
  */
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import type { Logger } from '../log.js';
 import { parseClaimFileName, processingDir } from './inbox.js';
 import { claimJobId, enqueueClaim, type IngestQueue } from './queue.js';
@@ -20,8 +20,8 @@ export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue
   for (const fileName of names) {
     const claim = parseClaimFileName(deps.inboxDir, fileName);
     if (!claim) continue;
-    const st = await stat(claim.path).catch(() => undefined);
-    if (!st?.isFile()) continue;
+    const st = await lstat(claim.path).catch(() => undefined);
+    if (!st) continue;
     const owner = claim.claimId.startsWith('d') ? claim.claimId.slice(1) : claimJobId(claim.claimId);
     if (PENDING.has(await deps.queue.getJobState(owner))) continue;
     const jobId = claimJobId(claim.claimId);

@@ -4,7 +4,7 @@
  * A periodic rescan catches what inotify dropped (it drops events silently on queue overflow) and
  * re-queues claims in .processing whose job was lost (a crash, a Redis restart).
  */
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { Logger } from '../log.js';
@@ -101,8 +101,9 @@ async function rescanInbox(inbox: string, settleMs: number, now: () => number, q
   let queued = 0;
   const minAge = Math.max(settleMs * 2, 500);
   for (const e of entries) {
-    if (!e.isFile() || isIgnoredName(e.name)) continue;
-    const st = await stat(join(inbox, e.name)).catch(() => undefined);
+    // Directories are never drops; symlinks, FIFOs and the like are claimed and rejected.
+    if (e.isDirectory() || isIgnoredName(e.name)) continue;
+    const st = await lstat(join(inbox, e.name)).catch(() => undefined);
     // Still being written in place: the watcher queues it when it settles.
     if (!st || now() - st.mtimeMs < minAge) continue;
     await queueDrop(e.name);

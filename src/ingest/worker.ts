@@ -3,7 +3,7 @@
  * turns rejections into UnrecoverableError so they are never retried. Any other error is
  * transient: the claim stays in .processing and the job is retried with backoff.
  */
-import { stat } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { INGEST_QUEUE } from '../redis/keys.js';
@@ -28,7 +28,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     const { name, receivedAt, claimId: given } = job.data;
     const claimId = given ?? `d${job.id}`;
     let claim: Claim | undefined = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
-    if (!(await isFile(claim.path))) {
+    if (!(await exists(claim.path))) {
       // A claim job whose file is gone was settled before; a drop job claims now.
       claim = given ? undefined : await claimDrop(deps.inboxDir, name, claimId);
     }
@@ -81,9 +81,11 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
   return worker;
 }
 
-async function isFile(path: string): Promise<boolean> {
+/** lstat: a claimed symlink or FIFO exists too, and is rejected by the publish step. */
+async function exists(path: string): Promise<boolean> {
   try {
-    return (await stat(path)).isFile();
+    await lstat(path);
+    return true;
   } catch {
     return false;
   }
