@@ -58,6 +58,8 @@ export interface Config {
     readonly port: number;
     readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
   };
+  /** METRICS_PORT: a separate /metrics listener (on HOST), for processes without the reader. */
+  readonly metricsPort: number | undefined;
   readonly s3: {
     readonly endpoint: string | undefined;
     readonly forcePathStyle: boolean;
@@ -280,6 +282,7 @@ function buildConfig(
   });
 
   const port = parseIntEnv(env, 'PORT', 8080, 0, 65535);
+  const metricsPort = env.METRICS_PORT ? parseIntEnv(env, 'METRICS_PORT', 0, 0, 65535) : undefined;
   const certFile = env.TLS_CERT_FILE || undefined;
   const keyFile = env.TLS_KEY_FILE || undefined;
   if ((certFile === undefined) !== (keyFile === undefined)) {
@@ -311,6 +314,7 @@ function buildConfig(
       port,
       tls: certFile && keyFile ? { certFile: resolve(cwd, certFile), keyFile: resolve(cwd, keyFile) } : undefined,
     },
+    metricsPort,
     s3: {
       endpoint: env.S3_ENDPOINT || undefined,
       forcePathStyle: /^(1|true|yes)$/i.test(env.S3_FORCE_PATH_STYLE ?? ''),

@@ -20,6 +20,8 @@ import type { Logger } from './log.js';
 import { createRedis, whenReady } from './redis/connect.js';
 import { redisKeys } from './redis/keys.js';
 import { resolveRedis } from './redis/private-server.js';
+import { createMetrics } from './ops/metrics.js';
+import { startMetricsServer } from './ops/metrics-server.js';
 import { openStore } from './store/index.js';
 
 export const ROLES = ['watcher', 'worker', 'reader'] as const;
@@ -65,6 +67,16 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     const queue = createIngestQueue(queueConnection, config.redis.prefix);
     closers.push(() => queue.close());
 
+    // One metrics registry per process; shared state (queue depth, health) is read at scrape time.
+    const metrics = createMetrics({ defaultLabels: { role: roles.join('+') } });
+    metrics.bindQueue(queue);
+    metrics.bindProbe('redis', () => client.ping());
+    metrics.bindProbe('store', () => store.ping());
+    if (config.metricsPort !== undefined) {
+      const server = await startMetricsServer({ metrics, port: config.metricsPort, host: config.http.host, adminToken: config.adminToken, log });
+      closers.push(() => server.close());
+    }
+
     let readerUrl: string | undefined;
     if (roles.includes('reader')) {
       // Loaded only where the reader runs: watcher and worker processes never load Fastify.
@@ -103,7 +115,8 @@ export async function startService(config: Config, roles: readonly Role[], log: 
             publish,
             log,
             // A newer drop may have landed while this one was processed from an older claim.
-            onSettled: async (result) => {
+            onSettled: async (result, job) => {
+              metrics.jobSettled(result, job);
               const pending = await access(join(config.inboxDir, result.filename)).then(() => true, () => false);
               if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
             },

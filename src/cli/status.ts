@@ -1,68 +1,146 @@
+/**
+ * `oddsfiles status`: one look at the whole system. Queue counts (and connected workers), every
+ * feed of the registry with its generated_at, age and size (stale ones marked by their kind's
+ * stale_after, never-published ones listed), and the last rejections with their reasons.
+ * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections).
+ * Exit 1 when a feed is stale.
+ */
 import type { Command } from 'commander';
 import { createCatalog } from '../catalog/redis-catalog.js';
 import type { CatalogEntry } from '../catalog/types.js';
+import type { Config } from '../config.js';
 import { formatAge } from '../duration.js';
-import { buildRegistry } from '../feeds/registry.js';
+import { UsageError } from '../errors.js';
+import { buildRegistry, parseFilename } from '../feeds/registry.js';
 import { createIngestQueue } from '../ingest/queue.js';
 import { createRejectionLog } from '../ingest/rejection-log.js';
+import type { RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
+/** Shown only when not zero: a paused queue or parked children are worth a look. */
+const RARE_STATES = ['paused', 'waiting-children'] as const;
 
 export interface FeedStatus extends CatalogEntry {
+  /** Milliseconds since generated_at. */
   readonly ageMs: number;
+  /** Milliseconds since this version was published. */
+  readonly publishedAgeMs: number;
   readonly stale: boolean;
   readonly staleAfterMs: number;
+}
+
+export interface MissingFeed {
+  readonly filename: string;
+  readonly bookmaker: string;
+  readonly kind: string;
+}
+
+export interface StatusReport {
+  readonly now: string;
+  readonly seq: number;
+  readonly queue: Record<string, number>;
+  /** Workers connected to the queue; null when Redis does not say (CLIENT LIST refused). */
+  readonly workers: number | null;
+  readonly feeds: FeedStatus[];
+  /** Registry filenames never published. */
+  readonly missing: string[];
+  /** How many published feeds are stale. */
+  readonly stale: number;
+  readonly rejections: RejectionRecord[];
+}
+
+/** The feeds part of the report: pure, for tests and for anyone holding a snapshot. */
+export function feedStatuses(entries: readonly CatalogEntry[], staleAfterMs: Config['staleAfterMs'], now: number): FeedStatus[] {
+  return entries.map((e) => {
+    const after = staleAfterMs[e.kind];
+    const ageMs = now - e.generatedAtMs;
+    const published = Date.parse(e.publishedAt);
+    return { ...e, ageMs, publishedAgeMs: Number.isFinite(published) ? now - published : Number.NaN, staleAfterMs: after, stale: ageMs > after };
+  });
 }
 
 export function registerStatusCommand(program: Command, ctx: CliContext): void {
   program
     .command('status')
-    .description('queue counts, every published feed with its age (stale ones marked), the last rejections; exit 1 when a feed is stale')
+    .description('queue counts, every feed with its age (stale ones marked), the last rejections; exit 1 when a feed is stale')
     .option('--json', 'machine-readable output')
     .option('--rejections <n>', 'how many recent rejections to show', '10')
     .action(async (opts: { json?: boolean; rejections: string }) => {
+      const wanted = Number(opts.rejections);
+      if (!Number.isInteger(wanted) || wanted < 0) throw new UsageError(`--rejections takes a whole number, not "${opts.rejections}"`);
       const config = ctx.config();
       const redis = await ctx.redis();
       const queue = createIngestQueue(redis, config.redis.prefix);
       try {
         const now = Date.now();
-        const [counts, snapshot, rejections] = await Promise.all([
-          queue.getJobCounts(...QUEUE_STATES),
+        const registry = buildRegistry(config.bookmakers, config.sports);
+        const [counts, workers, snapshot, rejections] = await Promise.all([
+          queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
+          queue.getWorkersCount().catch(() => null),
           createCatalog(redis, ctx.keys()).snapshot(),
-          createRejectionLog(redis, ctx.keys()).latest(Math.max(0, Number(opts.rejections) || 0)),
+          wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
         ]);
-        const feeds: FeedStatus[] = snapshot.entries.map((e) => {
-          const staleAfterMs = config.staleAfterMs[e.kind];
-          const ageMs = now - e.generatedAtMs;
-          return { ...e, ageMs, staleAfterMs, stale: ageMs > staleAfterMs };
-        });
+        const feeds = feedStatuses(snapshot.entries, config.staleAfterMs, now);
         const published = new Set(feeds.map((f) => f.filename));
-        const missing = buildRegistry(config.bookmakers, config.sports).filenames.filter((n) => !published.has(n));
+        const missing = registry.filenames.filter((n) => !published.has(n));
         const stale = feeds.filter((f) => f.stale).length;
-        if (opts.json) {
-          ctx.io.stdout.write(`${JSON.stringify({ now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, feeds, missing, stale, rejections }, null, 2)}\n`);
-        } else {
-          const out = ctx.io.stdout;
-          out.write(`queue    ${QUEUE_STATES.map((s) => `${s} ${counts[s] ?? 0}`).join(', ')}\n\n`);
-          if (feeds.length === 0) out.write('no feed published yet\n');
-          else
-            out.write(
-              formatTable(
-                ['FILENAME', 'BOOKMAKER', 'GENERATED_AT', 'AGE', 'SIZE', 'STATE'],
-                feeds.map((f) => [f.filename, f.bookmaker, f.generatedAt, formatAge(f.ageMs), String(f.size), f.stale ? `STALE (> ${formatAge(f.staleAfterMs)})` : 'fresh']),
-              ),
-            );
-          out.write(`\n${feeds.length} published, ${stale} stale, ${missing.length} of the registry's ${feeds.length + missing.length} never published\n`);
-          if (rejections.length > 0) {
-            out.write('\nlast rejections\n');
-            out.write(formatTable(['ID', 'FILENAME', 'REASON', 'DETAIL'], rejections.map((r) => [r.id, r.filename, r.reason, r.detail.slice(0, 100)])));
-          }
-        }
+        const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections };
+        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+        else ctx.io.stdout.write(renderText(report, registry, now));
         if (stale > 0) process.exitCode = 1;
       } finally {
         await queue.close();
       }
     });
+}
+
+function renderText(report: StatusReport, registry: ReturnType<typeof buildRegistry>, now: number): string {
+  const { queue, feeds, missing, stale, rejections } = report;
+  const parts: string[] = [];
+  const states = [...QUEUE_STATES, ...RARE_STATES.filter((s) => (queue[s] ?? 0) > 0)];
+  const workers = report.workers === null ? '' : `; workers ${report.workers}`;
+  parts.push(`queue    ${states.map((s) => `${s} ${queue[s] ?? 0}`).join(', ')}${workers}\n\n`);
+
+  // Every feed of the registry: published ones with their age, the others as never published.
+  const rows: { filename: string; cells: string[] }[] = feeds.map((f) => ({
+    filename: f.filename,
+    cells: [
+      f.filename,
+      f.bookmaker,
+      f.generatedAt,
+      formatAge(f.ageMs),
+      formatAge(f.publishedAgeMs),
+      String(f.size),
+      f.stale ? `STALE (> ${formatAge(f.staleAfterMs)})` : 'fresh',
+    ],
+  }));
+  for (const filename of missing) {
+    const feed = parseFilename(registry, filename);
+    rows.push({ filename, cells: [filename, feed?.bookmaker ?? '', '-', '-', '-', '-', 'never published'] });
+  }
+  rows.sort((a, b) => (a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0));
+  if (rows.length === 0) parts.push('no feed in the registry\n');
+  else parts.push(formatTable(['FILENAME', 'BOOKMAKER', 'GENERATED_AT', 'AGE', 'PUBLISHED', 'SIZE', 'STATE'], rows.map((r) => r.cells)));
+  parts.push(`\n${feeds.length} published, ${stale} stale, ${missing.length} of the registry's ${registry.filenames.length} never published\n`);
+
+  if (rejections.length > 0) {
+    parts.push('\nlast rejections\n');
+    parts.push(
+      formatTable(
+        ['RECEIVED', 'ID', 'FILENAME', 'REASON', 'DETAIL'],
+        rejections.map((r) => [`${formatAge(now - Date.parse(r.received_at))} ago`, r.id, r.filename, r.reason, oneLine(r.detail, 100)]),
+      ),
+    );
+    parts.push('(oddsfiles rejected list for all of them, oddsfiles rejected retry ID to send one back)\n');
+  } else {
+    parts.push('\nno rejections recorded\n');
+  }
+  return parts.join('');
+}
+
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
