@@ -100,6 +100,9 @@ export const HTTP_PROBLEMS = {
   headers_too_large: { status: 431, title: 'Request header fields too large' },
   unavailable: { status: 503, title: 'Service unavailable' },
   internal: { status: 500, title: 'Internal error' },
+  request_timeout: { status: 408, title: 'Request timeout' },
+  payload_too_large: { status: 413, title: 'Request body too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
 } as const;
 export type HttpProblemCode = keyof typeof HTTP_PROBLEMS;
 

@@ -1,0 +1,75 @@
+/**
+ * `oddsfiles keys create|list|revoke` (CONTRACT §6). `create` prints the new key alone on stdout
+ * (it is shown once, only its hash is stored); notes go to stderr. `list` never shows keys.
+ */
+import type { Command } from 'commander';
+import { effectiveAllow } from '../keys/patterns.js';
+import { createKeyStore, type KeyStore } from '../keys/store.js';
+import type { KeyRecord } from '../keys/types.js';
+import { UsageError } from '../errors.js';
+import type { CliContext } from './context.js';
+import { formatTable } from './table.js';
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+export function registerKeysCommands(program: Command, ctx: CliContext): void {
+  const keys = program.command('keys').description('API keys: create, list, revoke');
+  const keyStore = async (): Promise<KeyStore> =>
+    createKeyStore({ redis: await ctx.redis(), keys: ctx.keys(), plans: ctx.config().plans });
+
+  keys
+    .command('create')
+    .description('create a key and print it, alone, on stdout (it is not shown again)')
+    .requiredOption('--name <name>', 'who the key is for (unique among keys not revoked)')
+    .option('--plan <plan>', 'a plan from the configuration (its allow-list and rate apply)')
+    .option('--allow <pattern>', 'a filename pattern the key may read, * matching any run of characters (repeatable)', collect, [])
+    .action(async (opts: { name: string; plan?: string; allow: string[] }) => {
+      const plans = ctx.config().plans;
+      if (opts.plan !== undefined && !plans[opts.plan]) {
+        throw new UsageError(`unknown plan "${opts.plan}"; plans: ${Object.keys(plans).sort().join(', ') || '(none)'}`);
+      }
+      const { key, record } = await (await keyStore()).create({ name: opts.name, plan: opts.plan, allow: opts.allow });
+      ctx.io.stdout.write(`${key}\n`);
+      const allow = effectiveAllow(record, plans);
+      ctx.io.stderr.write(`created ${record.id} (${record.name}); allow: ${allow.join(', ') || '(nothing)'}. Store the key now: it is not shown again.\n`);
+      if (allow.length === 0) ctx.io.stderr.write('warning: this key may read no file; give --plan or --allow\n');
+    });
+
+  keys
+    .command('list')
+    .description("every key's id, name, plan, allow-list, created and revoked times (never the key)")
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const plans = ctx.config().plans;
+      const records = await (await keyStore()).list();
+      if (opts.json) {
+        const out = records.map((r) => ({ ...r, effective_allow: effectiveAllow(r, plans) }));
+        ctx.io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+        return;
+      }
+      if (records.length === 0) {
+        ctx.io.stdout.write('no keys; create one with: oddsfiles keys create --name NAME --plan PLAN\n');
+        return;
+      }
+      ctx.io.stdout.write(formatTable(['ID', 'NAME', 'PLAN', 'ALLOW', 'CREATED', 'REVOKED'], records.map((r) => row(r, plans))));
+    });
+
+  keys
+    .command('revoke')
+    .description('revoke a key by id or name; every reader refuses it within a second')
+    .argument('<id-or-name>', 'the key id (key_...) or the name of a key that is not revoked')
+    .action(async (idOrName: string) => {
+      const { record, alreadyRevoked } = await (await keyStore()).revoke(idOrName);
+      ctx.io.stdout.write(
+        alreadyRevoked
+          ? `${record.id} (${record.name}) was already revoked at ${record.revoked_at}\n`
+          : `revoked ${record.id} (${record.name}) at ${record.revoked_at}\n`,
+      );
+    });
+}
+
+function row(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string[] {
+  return [r.id, r.name, r.plan ?? '-', effectiveAllow(r, plans).join(',') || '-', r.created_at, r.revoked_at ?? '-'];
+}

@@ -1,0 +1,117 @@
+/**
+ * The reader's in-memory copy of every key, so that authenticating costs one hash and one map
+ * lookup, and keeps working while Redis is away. Reloaded at start, on every message on the keys
+ * channel and periodically. Revocation is final: once a reader has seen a key revoked it stays
+ * revoked even if a reload that started earlier still reads it as valid.
+ */
+import type { Plan } from '../config.js';
+import type { Logger } from '../log.js';
+import { compilePatterns, effectiveAllow } from './patterns.js';
+import { hashApiKeyHex, hashesEqual, looksLikeApiKey } from './secret.js';
+import type { KeySet } from './store.js';
+import { parseKeyChange, type KeyRecord } from './types.js';
+
+/** Who a request is acting for, and what it may read. */
+export interface Principal {
+  readonly id: string;
+  readonly name: string;
+  readonly plan: string | null;
+  readonly patterns: readonly string[];
+  allows(filename: string): boolean;
+}
+
+export interface KeyRing {
+  /** True once the keys have been loaded at least once. */
+  readonly loaded: boolean;
+  /** The principal of a valid, unrevoked key; undefined for anything else. */
+  authenticate(key: unknown): Principal | undefined;
+  /** Re-read every key (concurrent calls share one read; a call during a read causes another). */
+  reload(): Promise<void>;
+  /** Apply one message from the keys channel. */
+  handleMessage(message: string): void;
+  readonly size: number;
+}
+
+export interface KeyRingDeps {
+  readonly source: { loadAll(): Promise<KeySet> };
+  readonly plans: Readonly<Record<string, Plan>>;
+  readonly log: Logger;
+}
+
+interface Slot {
+  readonly hash: Buffer;
+  readonly principal: Principal;
+}
+
+export function createKeyRing(deps: KeyRingDeps): KeyRing {
+  const { source, plans, log } = deps;
+  let byHash = new Map<string, Slot>();
+  const revoked = new Set<string>();
+  let loaded = false;
+  let running: Promise<void> | undefined;
+  let again = false;
+  const warnedPlans = new Set<string>();
+
+  const principalOf = (record: KeyRecord): Principal => {
+    if (record.plan !== null && !plans[record.plan] && !warnedPlans.has(record.plan)) {
+      warnedPlans.add(record.plan);
+      log.warn({ keyId: record.id, plan: record.plan }, 'key names a plan that is not configured; using its own patterns only');
+    }
+    const patterns = effectiveAllow(record, plans);
+    return Object.freeze({ id: record.id, name: record.name, plan: record.plan, patterns, allows: compilePatterns(patterns) });
+  };
+
+  const readOnce = async () => {
+    const set = await source.loadAll();
+    const next = new Map<string, Slot>();
+    for (const [hex, id] of set.hashes) {
+      const record = set.records.get(id);
+      if (!record) continue;
+      if (record.revoked_at !== null) revoked.add(id);
+      if (revoked.has(id)) continue;
+      next.set(hex, { hash: Buffer.from(hex, 'hex'), principal: principalOf(record) });
+    }
+    byHash = next;
+    loaded = true;
+  };
+
+  const reload = (): Promise<void> => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await readOnce();
+        } while (again);
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+
+  return {
+    get loaded() {
+      return loaded;
+    },
+    get size() {
+      return byHash.size;
+    },
+    authenticate(key) {
+      if (!looksLikeApiKey(key)) return undefined;
+      const hex = hashApiKeyHex(key);
+      const slot = byHash.get(hex);
+      if (!slot || !hashesEqual(slot.hash, Buffer.from(hex, 'hex'))) return undefined;
+      return revoked.has(slot.principal.id) ? undefined : slot.principal;
+    },
+    reload,
+    handleMessage(message) {
+      const change = parseKeyChange(message);
+      if (change?.op === 'revoke') revoked.add(change.id);
+      reload().catch((err: unknown) => log.warn({ err }, 'reloading API keys failed; keeping the ones held'));
+    },
+  };
+}

@@ -1,0 +1,35 @@
+/**
+ * What a principal may list: the servable filenames its allow-list matches, sorted, as the JSON
+ * body of `GET /v1/files`. Computed once per principal and published set, not per request.
+ */
+import { createHash } from 'node:crypto';
+import type { Principal } from '../keys/ring.js';
+import type { PublishedCache } from './cache.js';
+
+export interface FileList {
+  readonly files: readonly string[];
+  readonly body: Buffer;
+  readonly etag: string;
+}
+
+export interface FileLists {
+  forPrincipal(principal: Principal): FileList;
+}
+
+export function createFileLists(published: Pick<PublishedCache, 'generation' | 'filenames'>): FileLists {
+  // Principals are replaced when keys are reloaded, so entries of old ones simply fall away.
+  const memo = new WeakMap<Principal, { generation: number; list: FileList }>();
+  return {
+    forPrincipal(principal) {
+      const generation = published.generation;
+      const hit = memo.get(principal);
+      if (hit && hit.generation === generation) return hit.list;
+      const files = published.filenames().filter((f) => principal.allows(f));
+      const body = Buffer.from(JSON.stringify({ files }));
+      const etag = `"l-${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+      const list = { files, body, etag };
+      memo.set(principal, { generation, list });
+      return list;
+    },
+  };
+}

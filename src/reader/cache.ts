@@ -1,0 +1,189 @@
+/**
+ * The published set, held in memory: filename → current version with its bytes. Filled from the
+ * Redis catalog (or the store's manifest when Redis is away), kept current by the announcements
+ * on the catalog channel, re-read in full by refresh(). Never regresses: a version replaces the
+ * held one only if it supersedes it, and only once its bytes are loaded. The store is read once
+ * per version; compressed variants are made once per version, in the background.
+ */
+import type { Catalog } from '../catalog/redis-catalog.js';
+import { parseCatalogChange } from '../catalog/redis-catalog.js';
+import { manifestSnapshot, readManifest } from '../catalog/manifest.js';
+import type { CatalogEntry, CatalogSnapshot } from '../catalog/types.js';
+import type { FeedRegistry } from '../feeds/registry.js';
+import type { Logger } from '../log.js';
+import type { Store } from '../store/store.js';
+import { compressVariants } from './encoding.js';
+import { etagFor, makeVersion, supersedes, type Version } from './version.js';
+import { withTimeout } from './timeout.js';
+
+export interface PublishedCache {
+  /** True once a whole catalog has been read and the loads it started have settled. */
+  readonly loaded: boolean;
+  /** Bumped whenever the set of servable filenames changes. */
+  readonly generation: number;
+  get(filename: string): Version | undefined;
+  /** Published (the catalog names it) but its bytes are not in memory yet. */
+  isPending(filename: string): boolean;
+  /** Servable filenames, sorted. */
+  filenames(): readonly string[];
+  /** Re-read the whole catalog (Redis, else the manifest) and load what is new. */
+  refresh(): Promise<'redis' | 'manifest'>;
+  /** Apply one announcement from the catalog channel. */
+  handleMessage(message: string): void;
+  /** Resolves when no load or compression is under way. */
+  idle(): Promise<void>;
+  close(): void;
+}
+
+export interface PublishedCacheDeps {
+  readonly catalog: Catalog;
+  readonly store: Store;
+  readonly registry: FeedRegistry;
+  readonly log: Logger;
+  /** Make gzip and br variants (default true). */
+  readonly compress?: boolean;
+  readonly redisTimeoutMs?: number;
+}
+
+interface Loading {
+  readonly entry: CatalogEntry;
+  readonly seq: number;
+  readonly done: Promise<void>;
+}
+
+const MAX_RETRY_MS = 30_000;
+
+export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
+  const { catalog, store, registry, log } = deps;
+  const compress = deps.compress ?? true;
+  const versions = new Map<string, Version>();
+  const known = new Set<string>();
+  const loading = new Map<string, Loading>();
+  const failures = new Map<string, number>();
+  const timers = new Set<NodeJS.Timeout>();
+  const busy = new Set<Promise<unknown>>();
+  let compressChain: Promise<void> = Promise.resolve();
+  let sorted: readonly string[] = [];
+  let generation = 0;
+  let loaded = false;
+  let closed = false;
+
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    busy.add(p);
+    void p.finally(() => busy.delete(p)).catch(() => undefined);
+    return p;
+  };
+
+  /** Start loading `entry` if it supersedes what is held and what is being loaded. */
+  const consider = (entry: CatalogEntry, seq: number): Promise<void> | undefined => {
+    if (closed || !registry.feeds.has(entry.filename)) return undefined;
+    const name = entry.filename;
+    known.add(name);
+    const held = versions.get(name);
+    if (held && !supersedes(entry, seq, held)) return undefined;
+    const inFlight = loading.get(name);
+    if (inFlight && (inFlight.entry.sha256 === entry.sha256 || !supersedes(entry, seq, inFlight))) return inFlight.done;
+    const done = track(load(entry, seq));
+    loading.set(name, { entry, seq, done });
+    return done;
+  };
+
+  const load = async (entry: CatalogEntry, seq: number): Promise<void> => {
+    const name = entry.filename;
+    const attemptKey = `${name}@${entry.sha256}`;
+    try {
+      const version = makeVersion(entry, seq, await store.get(entry.object));
+      const held = versions.get(name);
+      if (held && !supersedes(entry, seq, held)) return;
+      versions.set(name, version);
+      failures.delete(attemptKey);
+      if (!held) {
+        sorted = [...versions.keys()].sort();
+        generation++;
+      }
+      log.debug({ filename: name, sha256: entry.sha256, seq }, 'reader holds new version');
+      if (compress) scheduleCompression(version);
+    } catch (err) {
+      const attempts = (failures.get(attemptKey) ?? 0) + 1;
+      failures.set(attemptKey, attempts);
+      const delay = Math.min(250 * 2 ** attempts, MAX_RETRY_MS);
+      log.warn({ err, filename: name, object: entry.object, attempts, retryInMs: delay }, 'cannot load a published version; keeping the held one');
+      if (!closed) {
+        const t = setTimeout(() => {
+          timers.delete(t);
+          consider(entry, seq);
+        }, delay);
+        t.unref();
+        timers.add(t);
+      }
+    } finally {
+      if (loading.get(name)?.entry === entry) loading.delete(name);
+    }
+  };
+
+  const scheduleCompression = (version: Version) => {
+    compressChain = track(
+      compressChain.then(async () => {
+        if (closed || versions.get(version.entry.filename) !== version) return;
+        try {
+          const { gzip, br } = await compressVariants(version.identity.body);
+          const sha = version.entry.sha256;
+          const size = version.identity.body.length;
+          if (gzip.length < size) version.gzip = { coding: 'gzip', body: gzip, etag: etagFor(sha, 'gzip') };
+          if (br.length < size) version.br = { coding: 'br', body: br, etag: etagFor(sha, 'br') };
+        } catch (err) {
+          log.warn({ err, filename: version.entry.filename }, 'compressing a version failed; serving it uncompressed');
+        }
+      }),
+    );
+  };
+
+  const applySnapshot = async (snapshot: CatalogSnapshot) => {
+    const started = snapshot.entries.map((e) => consider(e, snapshot.seq)).filter((p) => p !== undefined);
+    await Promise.allSettled(started);
+  };
+
+  return {
+    get loaded() {
+      return loaded;
+    },
+    get generation() {
+      return generation;
+    },
+    get: (filename) => versions.get(filename),
+    isPending: (filename) => known.has(filename) && !versions.has(filename),
+    filenames: () => sorted,
+    async refresh() {
+      let snapshot: CatalogSnapshot;
+      let source: 'redis' | 'manifest';
+      try {
+        snapshot = await withTimeout(catalog.snapshot(), deps.redisTimeoutMs ?? 3000, 'catalog snapshot');
+        source = 'redis';
+      } catch (err) {
+        const manifest = await readManifest(store);
+        if (!loaded) log.warn({ err: (err as Error).message, manifestSeq: manifest?.seq }, 'Redis catalog unavailable; loading the store manifest');
+        snapshot = manifest ? manifestSnapshot(manifest) : { seq: 0, entries: [] };
+        source = 'manifest';
+      }
+      await applySnapshot(snapshot);
+      loaded = true;
+      return source;
+    },
+    handleMessage(message) {
+      const change = parseCatalogChange(message);
+      if (!change) {
+        log.warn('ignoring a malformed catalog announcement');
+        return;
+      }
+      consider(change.entry, change.seq);
+    },
+    async idle() {
+      while (busy.size > 0) await Promise.allSettled([...busy]);
+    },
+    close() {
+      closed = true;
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+    },
+  };
+}

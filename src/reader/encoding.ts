@@ -1,0 +1,97 @@
+/**
+ * Content codings: choosing one from Accept-Encoding (RFC 9110 §12.5.3, with q-values), making
+ * the compressed variants of a version (once, off the request path) and evaluating
+ * If-None-Match (weak comparison, lists and `*`).
+ */
+import { promisify } from 'node:util';
+import { brotliCompress, constants, gzip } from 'node:zlib';
+
+export type Coding = 'br' | 'gzip' | 'identity';
+
+const gzipAsync = promisify(gzip);
+const brotliAsync = promisify(brotliCompress);
+
+export interface CodingPreference {
+  readonly br: boolean;
+  readonly gzip: boolean;
+}
+
+const NONE: CodingPreference = { br: false, gzip: false };
+
+/**
+ * Which compressed codings the client takes, in our order of preference (br before gzip unless
+ * gzip has the higher q-value). Identity is always possible: we never answer 406.
+ */
+export function parseAcceptEncoding(header: string | undefined): CodingPreference & { gzipFirst: boolean } {
+  if (!header) return { ...NONE, gzipFirst: false };
+  let br: number | undefined;
+  let gz: number | undefined;
+  let star: number | undefined;
+  for (const part of header.split(',')) {
+    const [rawName, ...params] = part.split(';');
+    const name = rawName!.trim().toLowerCase();
+    let q = 1;
+    for (const p of params) {
+      const m = /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p);
+      if (m) q = Math.min(1, Math.max(0, Number(m[1]) || 0));
+    }
+    if (name === 'br') br = q;
+    else if (name === 'gzip' || name === 'x-gzip') gz = Math.max(gz ?? 0, q);
+    else if (name === '*') star = q;
+  }
+  const qBr = br ?? star ?? 0;
+  const qGz = gz ?? star ?? 0;
+  return { br: qBr > 0, gzip: qGz > 0, gzipFirst: qGz > qBr };
+}
+
+/** A small memo of parsed Accept-Encoding values: clients send few distinct ones. */
+export function createCodingNegotiator(maxEntries = 256): (header: string | undefined) => ReturnType<typeof parseAcceptEncoding> {
+  const memo = new Map<string, ReturnType<typeof parseAcceptEncoding>>();
+  return (header) => {
+    if (!header) return parseAcceptEncoding(undefined);
+    let v = memo.get(header);
+    if (v === undefined) {
+      v = parseAcceptEncoding(header);
+      if (memo.size >= maxEntries) memo.clear();
+      memo.set(header, v);
+    }
+    return v;
+  };
+}
+
+/** gzip at level 6 and brotli at quality 5: fast enough to make once per version, small enough. */
+export async function compressVariants(bytes: Buffer): Promise<{ gzip: Buffer; br: Buffer }> {
+  const [gz, br] = await Promise.all([
+    gzipAsync(bytes, { level: 6 }),
+    brotliAsync(bytes, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: 5,
+        [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
+        [constants.BROTLI_PARAM_SIZE_HINT]: bytes.length,
+      },
+    }),
+  ]);
+  return { gzip: gz, br };
+}
+
+/**
+ * If-None-Match against the current representation's ETag: true when the client's copy is
+ * current (weak comparison, as RFC 9110 §13.1.2 requires for this header).
+ */
+export function etagMatches(ifNoneMatch: string, etag: string): boolean {
+  if (ifNoneMatch === etag) return true;
+  const trimmed = ifNoneMatch.trim();
+  if (trimmed === '*') return true;
+  for (const raw of trimmed.split(',')) {
+    let tag = raw.trim();
+    if (tag.startsWith('W/')) tag = tag.slice(2);
+    if (tag === etag) return true;
+  }
+  return false;
+}
+
+/** If-Modified-Since (only consulted without If-None-Match): true when not modified since. */
+export function notModifiedSince(ifModifiedSince: string, lastModifiedMs: number): boolean {
+  const since = Date.parse(ifModifiedSince);
+  return Number.isFinite(since) && Math.floor(lastModifiedMs / 1000) * 1000 <= since;
+}

@@ -1,0 +1,95 @@
+/**
+ * The reader role: load what is published and the keys, then listen. `oddsfiles start` calls
+ * startReader; tests build the parts with createReaderState and buildReaderApp.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Catalog } from '../catalog/redis-catalog.js';
+import type { Config } from '../config.js';
+import type { FeedRegistry } from '../feeds/registry.js';
+import type { Logger } from '../log.js';
+import type { Store } from '../store/store.js';
+import type { IngestQueue } from '../ingest/queue.js';
+import type { Metrics } from '../ops/metrics.js';
+import { registerOps } from '../ops/ops-plugin.js';
+import { buildReaderApp } from './app.js';
+import type { RateLimitCheck } from './rate-limit.js';
+import { createReaderState } from './state.js';
+
+export { buildReaderApp, type ReaderAppDeps } from './app.js';
+export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
+export type { RateDecision, RateLimitCheck } from './rate-limit.js';
+
+export interface ReaderDeps {
+  readonly config: Config;
+  /** Command connection (client role). */
+  readonly redis: Redis;
+  /** Subscriber connection (subscriber role): the reader subscribes it. */
+  readonly subscriber: Redis;
+  readonly store: Store;
+  readonly catalog: Catalog;
+  readonly log: Logger;
+  readonly registry: FeedRegistry;
+  readonly rateLimit?: RateLimitCheck;
+  /** Extra hooks and routes on the reader's app, added before its own (see ReaderAppDeps). */
+  readonly register?: (app: FastifyInstance) => Promise<void> | void;
+  /** Metrics of this process: /metrics, HTTP counts, feed freshness from what this reader holds. */
+  readonly metrics?: Metrics;
+  /** The ingest queue, for the dashboard at /admin/queues. */
+  readonly queue?: IngestQueue;
+}
+
+export interface RunningReader {
+  /** Where it listens, e.g. http://127.0.0.1:8080 (the real port when PORT=0). */
+  readonly url: string;
+  /** Resolves once the published files and the keys are loaded (until then /v1 answers 503). */
+  readonly ready: Promise<void>;
+  /** Stop listening (in-flight requests finish), stop refreshing, unsubscribe. */
+  close(): Promise<void>;
+}
+
+export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
+  const state = await createReaderState(deps);
+  try {
+    const { metrics, queue } = deps;
+    if (metrics) {
+      metrics.bindCatalog(
+        function* () {
+          for (const f of state.published.filenames()) {
+            const v = state.published.get(f);
+            if (v) yield v.entry;
+          }
+        },
+        { staleAfterMs: deps.config.staleAfterMs },
+      );
+    }
+    const app = await buildReaderApp({
+      ...deps,
+      state,
+      onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
+      register: async (a) => {
+        if (metrics) await registerOps(a, { config: deps.config, metrics, ...(queue ? { queue } : {}) });
+        await deps.register?.(a);
+      },
+    });
+    const address = await app.listen({ host: deps.config.http.host, port: deps.config.http.port });
+    const url = displayUrl(address);
+    deps.log.info({ url }, 'reader listening');
+    return {
+      url,
+      ready: state.ready,
+      async close() {
+        await app.close();
+        await state.close();
+      },
+    };
+  } catch (err) {
+    await state.close();
+    throw err;
+  }
+}
+
+/** Fastify gives e.g. http://[::1]:8080 or http://127.0.0.1:8080; keep it as is. */
+function displayUrl(address: string): string {
+  return address.replace(/\/$/, '');
+}

@@ -1,0 +1,59 @@
+/**
+ * One published version held in memory: the identity bytes, their compressed variants (added
+ * later, once each) and everything the response headers need, computed once.
+ */
+import { createHash } from 'node:crypto';
+import type { CatalogEntry } from '../catalog/types.js';
+import type { Coding } from './encoding.js';
+
+export interface Variant {
+  readonly coding: Coding;
+  readonly body: Buffer;
+  /** Strong ETag, quoted; each coding has its own. */
+  readonly etag: string;
+}
+
+export interface Version {
+  readonly entry: CatalogEntry;
+  /** Catalog sequence number this version was learned at (orders corrections). */
+  readonly seq: number;
+  readonly identity: Variant;
+  gzip: Variant | undefined;
+  br: Variant | undefined;
+  /** HTTP date of publishedAt. */
+  readonly lastModified: string;
+  readonly lastModifiedMs: number;
+}
+
+/** Thrown when the bytes in the store are not the ones the catalog names. */
+export class VersionMismatchError extends Error {}
+
+export function makeVersion(entry: CatalogEntry, seq: number, bytes: Buffer): Version {
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  if (sha !== entry.sha256) {
+    throw new VersionMismatchError(`${entry.object}: bytes hash to ${sha}, the catalog says ${entry.sha256}`);
+  }
+  const publishedMs = Date.parse(entry.publishedAt);
+  const lastModifiedMs = Number.isFinite(publishedMs) ? publishedMs : Date.now();
+  return {
+    entry,
+    seq,
+    identity: { coding: 'identity', body: bytes, etag: etagFor(entry.sha256, 'identity') },
+    gzip: undefined,
+    br: undefined,
+    lastModified: new Date(lastModifiedMs).toUTCString(),
+    lastModifiedMs,
+  };
+}
+
+export function etagFor(sha256: string, coding: Coding): string {
+  const base = sha256.slice(0, 32);
+  return coding === 'identity' ? `"${base}"` : `"${base}-${coding === 'gzip' ? 'gz' : 'br'}"`;
+}
+
+/** Is `entry` (learned at `seq`) a later version than `held`? Equal generated_at: the later commit. */
+export function supersedes(entry: CatalogEntry, seq: number, held: { entry: CatalogEntry; seq: number }): boolean {
+  if (entry.sha256 === held.entry.sha256) return false;
+  if (entry.generatedAtMs !== held.entry.generatedAtMs) return entry.generatedAtMs > held.entry.generatedAtMs;
+  return seq > held.seq;
+}

@@ -1,0 +1,248 @@
+/** API keys: the Redis key store, allow patterns, the in-memory ring, and the `keys` commands. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { Command, CommanderError } from 'commander';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCliContext, type CliContext } from '../src/cli/context.js';
+import { registerKeysCommands } from '../src/cli/keys.js';
+import { loadConfig, type Config } from '../src/config.js';
+import { NotFoundError, UsageError } from '../src/errors.js';
+import { createLogger } from '../src/log.js';
+import { compilePatterns, effectiveAllow, patternProblem } from '../src/keys/patterns.js';
+import { createKeyRing } from '../src/keys/ring.js';
+import { hashApiKey, scrubKeys } from '../src/keys/secret.js';
+import { createKeyStore, KeyNameTakenError, type KeyStore } from '../src/keys/store.js';
+import { createRedis } from '../src/redis/connect.js';
+import { redisKeys, type RedisKeys } from '../src/redis/keys.js';
+import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
+import type { Redis } from 'ioredis';
+
+let prefix: string;
+let dir: string;
+let config: Config;
+let redis: Redis;
+let keys: RedisKeys;
+let store: KeyStore;
+const silent = createLogger({ level: 'silent', pretty: false, destination: new Writable({ write: (_c, _e, cb) => cb() }) });
+
+beforeAll(async () => {
+  prefix = uniquePrefix('keys');
+  dir = await mkdtemp(join(tmpdir(), 'oddsfiles-keys-'));
+  config = loadConfig({ env: { REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix, DATA_DIR: dir }, cwd: dir });
+  redis = createRedis(TEST_REDIS_URL, 'client', 'keys-test');
+  redis.on('error', () => undefined);
+  if (redis.status !== 'ready') await new Promise((r) => redis.once('ready', r));
+  keys = redisKeys(prefix);
+  store = createKeyStore({ redis, keys, plans: config.plans });
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await dropPrefix(prefix);
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('allow patterns', () => {
+  it('* matches any run of characters; everything else matches itself', () => {
+    const m = compilePatterns(['site_pregame_*']);
+    expect(m('site_pregame_northwind_soccer.json')).toBe(true);
+    expect(m('site_live_northwind_soccer.json')).toBe(false);
+    expect(m('xsite_pregame_a.json')).toBe(false);
+    const dot = compilePatterns(['site_live_a.json']);
+    expect(dot('site_live_a.json')).toBe(true);
+    expect(dot('site_live_aXjson')).toBe(false);
+    expect(compilePatterns(['*'])('anything')).toBe(true);
+    expect(compilePatterns([])('site_live_a.json')).toBe(false);
+    const two = compilePatterns(['site_live_*_soccer.json', 'site_livepre_*']);
+    expect(two('site_live_northwind_soccer.json')).toBe(true);
+    expect(two('site_livepre_oddsport.json')).toBe(true);
+    expect(two('site_live_northwind_tennis.json')).toBe(false);
+  });
+
+  it('refuses patterns with other characters', () => {
+    expect(patternProblem('site_*')).toBeUndefined();
+    for (const bad of ['', 'a/b', 'a?', '[ab]', '{a,b}', 'a b', '../x', 'x'.repeat(200)]) {
+      expect(patternProblem(bad), bad).toBeDefined();
+    }
+  });
+
+  it("a key's allow-list is its own patterns plus its plan's", () => {
+    expect(effectiveAllow({ plan: 'free', allow: ['site_live_x*'] }, config.plans)).toEqual(['site_live_x*', 'site_pregame_*']);
+    expect(effectiveAllow({ plan: null, allow: ['a*'] }, config.plans)).toEqual(['a*']);
+    expect(effectiveAllow({ plan: 'gone', allow: [] }, config.plans)).toEqual([]);
+  });
+});
+
+describe('key store', () => {
+  it('creates a high-entropy key and stores only its hash', async () => {
+    const { key, record } = await store.create({ name: 'alice', plan: 'free', allow: ['site_live_northwind_*'] });
+    expect(key).toMatch(/^odf_[A-Za-z0-9_-]{43}$/);
+    expect(record).toMatchObject({ name: 'alice', plan: 'free', allow: ['site_live_northwind_*'], revoked_at: null });
+    expect(record.id).toMatch(/^key_[0-9a-f]{12}$/);
+    expect(Date.parse(record.created_at)).toBeGreaterThan(0);
+    const hashes = await redis.hgetall(keys.apiKeyHashes);
+    expect(hashes[hashApiKey(key).toString('hex')]).toBe(record.id);
+    const dump = JSON.stringify([await redis.hgetall(keys.apiKeys), hashes]);
+    expect(dump).not.toContain(key);
+    expect(dump).not.toContain(key.slice(4));
+    const other = await store.create({ name: 'bob' });
+    expect(other.key).not.toBe(key);
+  });
+
+  it('verifies keys', async () => {
+    const { key, record } = await store.create({ name: 'carol', plan: 'pro' });
+    expect((await store.verify(key))?.id).toBe(record.id);
+    expect(await store.verify(`odf_${'x'.repeat(43)}`)).toBeUndefined();
+    await store.revoke(record.id);
+    expect(await store.verify(key)).toBeUndefined();
+  });
+
+  it('refuses an unknown plan, a bad pattern, an empty name', async () => {
+    await expect(store.create({ name: 'dave', plan: 'platinum' })).rejects.toBeInstanceOf(UsageError);
+    await expect(store.create({ name: 'dave', allow: ['a/b'] })).rejects.toBeInstanceOf(UsageError);
+    await expect(store.create({ name: '  ' })).rejects.toBeInstanceOf(UsageError);
+    await expect(store.create({ name: 'key_0123456789ab' })).rejects.toBeInstanceOf(UsageError);
+  });
+
+  it('names are unique among keys that are not revoked', async () => {
+    await store.create({ name: 'erin', plan: 'free' });
+    await expect(store.create({ name: 'erin', plan: 'pro' })).rejects.toBeInstanceOf(KeyNameTakenError);
+    await store.revoke('erin');
+    const again = await store.create({ name: 'erin', plan: 'pro' });
+    expect(again.record.plan).toBe('pro');
+    // Two at once: one wins.
+    const results = await Promise.allSettled([store.create({ name: 'frank' }), store.create({ name: 'frank' })]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+  });
+
+  it('lists records, never keys', async () => {
+    const { key } = await store.create({ name: 'grace', plan: 'pro' });
+    const list = await store.list();
+    expect(list.map((r) => r.name)).toContain('grace');
+    expect(JSON.stringify(list)).not.toContain(key);
+    for (const r of list) expect(Object.keys(r).sort()).toEqual(['allow', 'created_at', 'id', 'name', 'plan', 'revoked_at']);
+    const sorted = [...list].sort((x, y) => x.created_at.localeCompare(y.created_at) || x.id.localeCompare(y.id));
+    expect(list).toEqual(sorted);
+  });
+
+  it('revokes by id or name, announces it, and is idempotent', async () => {
+    const sub = createRedis(TEST_REDIS_URL, 'subscriber', 'keys-test-sub');
+    sub.on('error', () => undefined);
+    const messages: string[] = [];
+    sub.on('message', (_ch, m) => messages.push(m));
+    await sub.subscribe(keys.apiKeysChannel);
+    try {
+      const { record } = await store.create({ name: 'heidi', plan: 'pro' });
+      const byName = await store.revoke('heidi');
+      expect(byName.alreadyRevoked).toBe(false);
+      expect(byName.record.id).toBe(record.id);
+      expect(Date.parse(byName.record.revoked_at!)).toBeGreaterThan(0);
+      const byId = await store.revoke(record.id);
+      expect(byId.alreadyRevoked).toBe(true);
+      expect(byId.record.revoked_at).toBe(byName.record.revoked_at);
+      await expect(store.revoke('nobody')).rejects.toBeInstanceOf(NotFoundError);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(messages.map((m) => JSON.parse(m))).toEqual([
+        { op: 'create', id: record.id },
+        { op: 'revoke', id: record.id, revoked_at: byName.record.revoked_at },
+      ]);
+    } finally {
+      sub.disconnect();
+    }
+  });
+});
+
+describe('key ring (the reader’s copy)', () => {
+  it('authenticates valid keys, refuses revoked and unknown ones, applies its plan', async () => {
+    const ring = createKeyRing({ source: store, plans: config.plans, log: silent });
+    const { key, record } = await store.create({ name: 'ivan', plan: 'free', allow: ['site_livepre_*'] });
+    await ring.reload();
+    const p = ring.authenticate(key)!;
+    expect(p.id).toBe(record.id);
+    expect(p.allows('site_pregame_a_soccer.json')).toBe(true);
+    expect(p.allows('site_livepre_oddsport.json')).toBe(true);
+    expect(p.allows('site_live_a_soccer.json')).toBe(false);
+    expect(ring.authenticate(undefined)).toBeUndefined();
+    expect(ring.authenticate(['a', 'b'])).toBeUndefined();
+    expect(ring.authenticate(`odf_${'y'.repeat(43)}`)).toBeUndefined();
+    const { record: revoked } = await store.revoke('ivan');
+    // The announcement alone revokes at once, before any reload finishes.
+    ring.handleMessage(JSON.stringify({ op: 'revoke', id: revoked.id, revoked_at: revoked.revoked_at }));
+    expect(ring.authenticate(key)).toBeUndefined();
+  });
+});
+
+describe('oddsfiles keys (CLI)', () => {
+  const run = async (argv: string[]) => {
+    let out = '';
+    let err = '';
+    const io = {
+      stdout: new Writable({ write: (c: Buffer, _e, cb) => ((out += c.toString()), cb()) }),
+      stderr: new Writable({ write: (c: Buffer, _e, cb) => ((err += c.toString()), cb()) }),
+    };
+    const ctx: CliContext = createCliContext(io, { REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix, DATA_DIR: dir }, dir);
+    const program = new Command('oddsfiles').exitOverride().configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
+    registerKeysCommands(program, ctx);
+    program.commands.forEach(function inherit(c: Command) {
+      c.exitOverride();
+      c.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
+      c.commands.forEach(inherit);
+    });
+    try {
+      await program.parseAsync(argv, { from: 'user' });
+      return { out, err, error: undefined as unknown };
+    } catch (error) {
+      return { out, err, error };
+    } finally {
+      await ctx.close();
+    }
+  };
+
+  it('create prints the key alone on stdout', async () => {
+    const r = await run(['keys', 'create', '--name', 'judy', '--plan', 'free', '--allow', 'site_live_*', '--allow', 'site_livepre_*']);
+    expect(r.error).toBeUndefined();
+    expect(r.out).toMatch(/^odf_[A-Za-z0-9_-]{43}\n$/);
+    expect(r.err).toContain('not shown again');
+    const key = r.out.trim();
+    const record = await store.verify(key);
+    expect(record).toMatchObject({ name: 'judy', plan: 'free', allow: ['site_live_*', 'site_livepre_*'] });
+  });
+
+  it('create: bad usage is a UsageError (exit 2), a missing --name a commander error', async () => {
+    expect((await run(['keys', 'create', '--name', 'kim', '--plan', 'nope'])).error).toBeInstanceOf(UsageError);
+    expect((await run(['keys', 'create', '--name', 'kim', '--allow', 'a?b'])).error).toBeInstanceOf(UsageError);
+    expect((await run(['keys', 'create'])).error).toBeInstanceOf(CommanderError);
+  });
+
+  it('list shows the table and --json, never a key', async () => {
+    const created = await run(['keys', 'create', '--name', 'leo', '--plan', 'pro']);
+    const key = created.out.trim();
+    const table = await run(['keys', 'list']);
+    expect(table.out.split('\n')[0]).toMatch(/^ID\s+NAME\s+PLAN\s+ALLOW\s+CREATED\s+REVOKED$/);
+    expect(table.out).toMatch(/key_[0-9a-f]{12}\s+leo\s+pro\s+\*\s+\S+\s+-/);
+    expect(table.out).not.toContain(key);
+    const json = await run(['keys', 'list', '--json']);
+    const list = JSON.parse(json.out) as { name: string; effective_allow: string[] }[];
+    expect(list.find((k) => k.name === 'leo')?.effective_allow).toEqual(['*']);
+    expect(json.out).not.toContain(key);
+  });
+
+  it('revoke by name or id; unknown is NotFoundError (exit 1)', async () => {
+    await run(['keys', 'create', '--name', 'mia', '--plan', 'pro']);
+    const r = await run(['keys', 'revoke', 'mia']);
+    expect(r.error).toBeUndefined();
+    expect(r.out).toMatch(/^revoked key_[0-9a-f]{12} \(mia\) at /);
+    const id = /key_[0-9a-f]{12}/.exec(r.out)![0];
+    expect((await run(['keys', 'revoke', id])).out).toContain('already revoked');
+    expect((await run(['keys', 'revoke', 'nobody-at-all'])).error).toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe('secrets', () => {
+  it('scrubs anything key-shaped from text', () => {
+    expect(scrubKeys(`/v1/data/x?k=odf_${'Z'.repeat(43)}&y=1`)).toBe('/v1/data/x?k=odf_[redacted]&y=1');
+    expect(scrubKeys('/v1/files')).toBe('/v1/files');
+  });
+});
