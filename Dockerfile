@@ -1,19 +1,27 @@
 # syntax=docker/dockerfile:1
+# One image for every role: `start --roles watcher|worker|reader` picks what a container runs
+# (see docker-compose.yml and docs/production.md).
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY workers ./workers
 COPY schemas ./schemas
-RUN npm ci --no-audit --no-fund && npm prune --omit=dev
+# npm ci runs `prepare` (the TypeScript build into dist/), then the dev dependencies go.
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
-ENV NODE_ENV=production
+ENV NODE_ENV=production \
+    DATA_DIR=/data
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/schemas ./schemas
+# The folders the inbox and rejected volumes are mounted on, owned by the user the service runs
+# as: an empty named volume takes the owner of the folder it is mounted on, so the watcher and
+# workers (user node, uid 1000) can create INBOX_DIR/.processing and write REJECTED_DIR.
+RUN mkdir -p /data/inbox /data/rejected && chown -R node:node /data
 USER node
 ENTRYPOINT ["node", "dist/workers/oddsfiles.js"]
 CMD ["start"]
