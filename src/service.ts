@@ -81,7 +81,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     if (roles.includes('reader')) {
       // Loaded only where the reader runs: watcher and worker processes never load Fastify.
       const { startReader } = await import('./reader/index.js');
-      const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue });
+      const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue, enforceLimits: true });
       readerUrl = reader.url;
       closers.push(() => reader.close());
     }

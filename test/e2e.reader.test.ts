@@ -4,6 +4,7 @@
  * key gets 401; a second, reader-only process serves the same.
  */
 import { gunzipSync, brotliDecompressSync } from 'node:zlib';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateCorpus } from './fixtures/corpus.js';
@@ -28,6 +29,12 @@ describe('reader end to end', () => {
 
   beforeAll(async () => {
     const dataDir = await makeDataDir('e2e-reader');
+    // The default plans' rates (free: 30 a minute) would cut the downloads below short: same
+    // allow-lists, rates out of the way (rate limits have their own tests: test/ratelimit.*).
+    await writeFile(
+      join(dataDir, 'oddsfiles.yaml'),
+      'plans:\n  free: { allow: ["site_pregame_*"], rate: { max: 100000, per: 1m } }\n  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }\n',
+    );
     env = baseEnv(dataDir, prefix);
     svc = await startOddsfiles(env);
     const make = async (label: string, args: string[], patterns: string[]) => {

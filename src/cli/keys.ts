@@ -33,7 +33,9 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       const { key, record } = await (await keyStore()).create({ name: opts.name, plan: opts.plan, allow: opts.allow });
       ctx.io.stdout.write(`${key}\n`);
       const allow = effectiveAllow(record, plans);
-      ctx.io.stderr.write(`created ${record.id} (${record.name}); allow: ${allow.join(', ') || '(nothing)'}. Store the key now: it is not shown again.\n`);
+      ctx.io.stderr.write(
+        `created ${record.id} (${record.name}); allow: ${allow.join(', ') || '(nothing)'}; rate: ${describeRate(record, plans)}. Store the key now: it is not shown again.\n`,
+      );
       if (allow.length === 0) ctx.io.stderr.write('warning: this key may read no file; give --plan or --allow\n');
     });
 
@@ -45,7 +47,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       const plans = ctx.config().plans;
       const records = await (await keyStore()).list();
       if (opts.json) {
-        const out = records.map((r) => ({ ...r, effective_allow: effectiveAllow(r, plans) }));
+        const out = records.map((r) => ({ ...r, effective_allow: effectiveAllow(r, plans), rate: rateOf(r, plans) }));
         ctx.io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
         return;
       }
@@ -68,6 +70,17 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
           : `revoked ${record.id} (${record.name}) at ${record.revoked_at}\n`,
       );
     });
+}
+
+/** The key's rate (its plan's), as in the config; null: not rate limited. */
+function rateOf(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): { max: number; per_seconds: number } | null {
+  const rate = r.plan === null ? undefined : plans[r.plan]?.rate;
+  return rate ? { max: rate.max, per_seconds: rate.perMs / 1000 } : null;
+}
+
+function describeRate(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string {
+  const rate = rateOf(r, plans);
+  return rate ? `${rate.max} requests per ${rate.per_seconds} s` : 'not limited (no plan rate)';
 }
 
 function row(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string[] {

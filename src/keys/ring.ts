@@ -4,7 +4,7 @@
  * channel and periodically. Revocation is final: once a reader has seen a key revoked it stays
  * revoked even if a reload that started earlier still reads it as valid.
  */
-import type { Plan } from '../config.js';
+import type { Plan, Rate } from '../config.js';
 import type { Logger } from '../log.js';
 import { compilePatterns, effectiveAllow } from './patterns.js';
 import { hashApiKeyHex, hashesEqual, looksLikeApiKey } from './secret.js';
@@ -13,11 +13,19 @@ import { parseKeyChange, type KeyRecord } from './types.js';
 
 /** Who a request is acting for, and what it may read. */
 export interface Principal {
+  /** A key's id (key_…), or `mkt:<marketplace>:<subscriber>` for marketplace traffic. */
   readonly id: string;
   readonly name: string;
   readonly plan: string | null;
+  /** The effective allow-list. Principals on the same allow-list may share this array (file lists are memoised on it). */
   readonly patterns: readonly string[];
   allows(filename: string): boolean;
+  /** Who the request counts for: an API key, or a marketplace subscriber. */
+  readonly kind: 'key' | 'subscriber';
+  /** The plan's rate; undefined (no plan, or a plan without `rate`): not rate limited. */
+  readonly rate: Rate | undefined;
+  /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
+  readonly rateKey: string;
 }
 
 export interface KeyRing {
@@ -58,7 +66,17 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       log.warn({ keyId: record.id, plan: record.plan }, 'key names a plan that is not configured; using its own patterns only');
     }
     const patterns = effectiveAllow(record, plans);
-    return Object.freeze({ id: record.id, name: record.name, plan: record.plan, patterns, allows: compilePatterns(patterns) });
+    const rate = record.plan === null ? undefined : plans[record.plan]?.rate;
+    return Object.freeze({
+      id: record.id,
+      name: record.name,
+      plan: record.plan,
+      patterns,
+      allows: compilePatterns(patterns),
+      kind: 'key' as const,
+      rate,
+      rateKey: `key:${record.id}`,
+    });
   };
 
   const readOnce = async () => {

@@ -1,12 +1,22 @@
 /**
  * The reader's HTTP application: GET /v1/files and GET /v1/data/{filename} for API consumers,
- * /healthz and /readyz for operators. Order of checks on /v1: key (401), rate (429), published
- * (404), allow-list (403). Every error is a problem+json from src/errors.ts.
+ * GET /v1/openapi.json (the API's OpenAPI 3.1 description), /healthz and /readyz for operators.
+ * Order of checks on /v1: credentials (401; marketplace plan not mapped: 403), rate (429),
+ * published (404), allow-list (403). Every error is a problem+json from src/errors.ts.
+ *
+ * The edge: HTTPS (HTTP/2 with ALPN, HTTP/1.1 too) when config.http.tls names a certificate and
+ * key, plain HTTP otherwise; bounded headers (431), request and keep-alive timeouts, 503 +
+ * Retry-After when the process is overloaded (event-loop delay, heap; /healthz and /metrics are
+ * exempt), and no stack trace or internal path in any answer.
  */
 import { readFileSync } from 'node:fs';
-import { fastify, type FastifyInstance } from 'fastify';
+import { getHeapStatistics } from 'node:v8';
+import underPressure from '@fastify/under-pressure';
+import { fastify, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { HttpProblem } from '../errors.js';
+import { createMarketplaceAuth } from '../keys/marketplace.js';
 import { REDACT_PATHS, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
@@ -14,10 +24,54 @@ import { authHook, type AuthFailure } from './auth.js';
 import { dataHandler } from './data-route.js';
 import { filesHandler } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
-import { clientErrorHandler, errorHandler, notFoundHandler } from './problem.js';
+import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
+import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
+import { attachEdgeHandlers, clientErrorHandler, errorHandler, notFoundHandler, requireHost } from './problem.js';
 import { rateLimitHook, type RateLimitCheck } from './rate-limit.js';
 import { ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
+
+/** When the process counts as overloaded (@fastify/under-pressure); 0 turns a check off. */
+export interface PressureLimits {
+  /** Mean event-loop delay over a sample, ms (default 1000). */
+  readonly maxEventLoopDelayMs?: number;
+  /** V8 heap in use, bytes (default 90 % of the heap limit). Published bytes live outside the heap. */
+  readonly maxHeapUsedBytes?: number;
+  /** How often the figures are sampled, ms (default 1000). */
+  readonly sampleIntervalMs?: number;
+  /** Retry-After of the 503, seconds (default 5). */
+  readonly retryAfterS?: number;
+}
+
+/** Timeouts and bounds of the listener (defaults in EDGE_DEFAULTS). */
+export interface EdgeLimits {
+  readonly connectionTimeoutMs?: number;
+  readonly keepAliveTimeoutMs?: number;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly maxRequestsPerSocket?: number;
+  readonly maxHeaderBytes?: number;
+}
+
+export const EDGE_DEFAULTS = {
+  /** An idle socket (no request in flight, nothing sent) is closed after this. */
+  connectionTimeoutMs: 120_000,
+  /** Longer than the 60 s idle timeout of most load balancers, so that they close first. */
+  keepAliveTimeoutMs: 72_000,
+  /** The whole header block must arrive within this (slow-loris). */
+  headersTimeoutMs: 10_000,
+  /** The whole request must arrive within this. */
+  requestTimeoutMs: 30_000,
+  /** Then the connection is closed after its response, so load spreads over readers again. */
+  maxRequestsPerSocket: 10_000,
+  /** Request line plus headers; over it: 431 (or 414 when the request line alone is the cause). */
+  maxHeaderBytes: 16 * 1024,
+  /** HTTP/2 session idle timeout. */
+  http2SessionTimeoutMs: 72_000,
+} as const;
+
+/** Paths never refused for load: the liveness probe and the metrics that explain the load. */
+const PRESSURE_EXEMPT = new Set(['/healthz', '/metrics']);
 
 export interface ReaderAppDeps {
   readonly config: Config;
@@ -27,8 +81,13 @@ export interface ReaderAppDeps {
   readonly log: Logger;
   /** What the reader holds (see createReaderState). */
   readonly state: ReaderState;
-  /** The rate limiter; until one exists every request passes. */
-  readonly rateLimit?: RateLimitCheck;
+  /** A rate-limit check of one's own (tests); `limits` builds the real one. */
+  readonly rateLimit?: RateLimitCheck | undefined;
+  /**
+   * Plan rate limits and the failed-authentication lockout, counted in Redis (limits.ts). Without
+   * it (and without `rateLimit`) every request passes.
+   */
+  readonly limits?: Omit<ReaderLimitsDeps, 'prefix' | 'authFailures' | 'log'> | undefined;
   /**
    * Called on the root instance before the reader's routes and before ready(): where other parts
    * add their hooks and routes (e.g. registerOps: /metrics, /admin/queues). Their errors are
@@ -37,19 +96,22 @@ export interface ReaderAppDeps {
   readonly register?: (app: FastifyInstance) => Promise<void> | void;
   /** Told of every failed authentication (metrics). */
   readonly onAuthFailed?: ((reason: AuthFailure) => void) | undefined;
+  readonly pressure?: PressureLimits | undefined;
+  readonly edge?: EdgeLimits | undefined;
 }
 
 export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstance> {
   const { config, state } = deps;
   // Redaction at this level too, whatever logger was passed in.
   const log = deps.log.child({ component: 'reader' }, { redact: { paths: REDACT_PATHS, censor: '[redacted]' } });
+  const edge = { ...EDGE_DEFAULTS, ...deps.edge };
   const tls = config.http.tls;
   const app = fastify({
     loggerInstance: log,
     logController: new ReaderLogController(),
     // No child logger per request (a measurable cost at this request rate): the one request
     // line and error lines carry reqId themselves.
-    childLoggerFactory: (logger) => logger,
+    childLoggerFactory: (logger: FastifyBaseLogger) => logger,
     // A number (hops) works at run time (proxy-addr); Fastify's types only name the other forms.
     trustProxy: config.reader.trustProxy as boolean | string,
     clientErrorHandler,
@@ -58,25 +120,84 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
     routerOptions: { maxParamLength: 200 },
-    requestTimeout: 30_000,
-    ...(tls ? { https: { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } } : {}),
-  }) as unknown as FastifyInstance;
+    connectionTimeout: edge.connectionTimeoutMs,
+    keepAliveTimeout: edge.keepAliveTimeoutMs,
+    requestTimeout: edge.requestTimeoutMs,
+    maxRequestsPerSocket: edge.maxRequestsPerSocket,
+    // TLS only when configured: HTTP/2 negotiated by ALPN, HTTP/1.1 for the others. Plain HTTP
+    // is never answered on that port (a plaintext request fails the TLS handshake).
+    ...(tls
+      ? {
+          http2: true,
+          http2SessionTimeout: EDGE_DEFAULTS.http2SessionTimeoutMs,
+          https: {
+            allowHTTP1: true,
+            cert: readFileSync(tls.certFile),
+            key: readFileSync(tls.keyFile),
+            minVersion: 'TLSv1.2',
+            maxHeaderSize: edge.maxHeaderBytes,
+            settings: { maxHeaderListSize: edge.maxHeaderBytes },
+          },
+        }
+      : {}),
+  } as Parameters<typeof fastify>[0]) as unknown as FastifyInstance;
+  attachEdgeHandlers(app.server, edge);
 
   app.decorateRequest('principal', null);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
+  app.addHook('onRequest', requireHost);
+  await registerOpenApi(app);
+  await registerPressure(app, deps.pressure, log);
   if (deps.register) await deps.register(app);
 
-  const authenticate = authHook(state.keys, state.loaded, deps.onAuthFailed);
-  const rateLimit = rateLimitHook(deps.rateLimit);
+  const limits = deps.limits
+    ? await registerReaderLimits(app, { ...deps.limits, prefix: config.redis.prefix, authFailures: config.reader.authFailures, log })
+    : undefined;
+  const authenticate = authHook({
+    ring: state.keys,
+    isLoaded: state.loaded,
+    onFailed: deps.onAuthFailed,
+    marketplaces: createMarketplaceAuth(config.marketplaces, config.plans),
+    gate: limits?.authFailures,
+  });
+  const rateLimit = rateLimitHook(deps.rateLimit ?? limits?.check);
   const lists = createFileLists(state.published);
 
-  app.get('/v1/files', { onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
+  app.get('/v1/files', { schema: FILES_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
   // A wildcard, so that every name (even one with `/` or `..`) goes through the checks in order.
-  app.get<{ Params: { '*': string } }>('/v1/data/*', { onRequest: authenticate, preHandler: rateLimit }, dataHandler(state.published));
+  app.get<{ Params: { '*': string } }>(
+    '/v1/data/*',
+    { schema: DATA_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit },
+    dataHandler(state.published),
+  );
+  app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));
 
   await app.ready();
   return app;
+}
+
+/** 503 + Retry-After (problem+json) while the process is overloaded, except on exempt paths. */
+async function registerPressure(app: FastifyInstance, limits: PressureLimits = {}, log: Logger): Promise<void> {
+  const retryAfterS = limits.retryAfterS ?? 5;
+  // One problem for every refusal: shedding load must cost next to nothing.
+  const overloaded = new HttpProblem('unavailable', `The service is overloaded; retry after ${retryAfterS} s.`, { 'retry-after': String(retryAfterS) });
+  let lastWarn = 0;
+  await app.register(underPressure, {
+    maxEventLoopDelay: limits.maxEventLoopDelayMs ?? 1000,
+    maxHeapUsedBytes: limits.maxHeapUsedBytes ?? Math.floor(getHeapStatistics().heap_size_limit * 0.9),
+    sampleInterval: limits.sampleIntervalMs ?? 1000,
+    retryAfter: retryAfterS,
+    pressureHandler: (request: FastifyRequest, _reply: FastifyReply, type: string, value: number | undefined) => {
+      if (PRESSURE_EXEMPT.has(request.routeOptions.url ?? '')) return undefined;
+      const now = Date.now();
+      if (now - lastWarn > 10_000) {
+        lastWarn = now;
+        log.warn({ type, value }, 'overloaded: answering 503 until the load drops');
+      }
+      return Promise.reject(overloaded);
+    },
+  });
 }

@@ -14,9 +14,10 @@ import type { Metrics } from '../ops/metrics.js';
 import { registerOps } from '../ops/ops-plugin.js';
 import { buildReaderApp } from './app.js';
 import type { RateLimitCheck } from './rate-limit.js';
+import { whenReady } from '../redis/connect.js';
 import { createReaderState } from './state.js';
 
-export { buildReaderApp, type ReaderAppDeps } from './app.js';
+export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
 export type { RateDecision, RateLimitCheck } from './rate-limit.js';
 
@@ -30,7 +31,14 @@ export interface ReaderDeps {
   readonly catalog: Catalog;
   readonly log: Logger;
   readonly registry: FeedRegistry;
+  /** A rate-limit check of one's own; see `enforceLimits` for the real one. */
   readonly rateLimit?: RateLimitCheck;
+  /**
+   * Enforce the plans' rates and the failed-authentication lockout, counted in Redis on a
+   * connection of their own that fails fast (fail-open while Redis is away). `oddsfiles start`
+   * sets it; off by default for embedders such as the benchmark.
+   */
+  readonly enforceLimits?: boolean;
   /** Extra hooks and routes on the reader's app, added before its own (see ReaderAppDeps). */
   readonly register?: (app: FastifyInstance) => Promise<void> | void;
   /** Metrics of this process: /metrics, HTTP counts, feed freshness from what this reader holds. */
@@ -48,8 +56,12 @@ export interface RunningReader {
   close(): Promise<void>;
 }
 
+/** How long a rate-limit command may take before the request is served without it. */
+const LIMITS_COMMAND_TIMEOUT_MS = 300;
+
 export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
   const state = await createReaderState(deps);
+  let limitsRedis: Redis | undefined;
   try {
     const { metrics, queue } = deps;
     if (metrics) {
@@ -63,9 +75,21 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
         { staleAfterMs: deps.config.staleAfterMs },
       );
     }
+    if (deps.enforceLimits && !deps.rateLimit) {
+      limitsRedis = deps.redis.duplicate({
+        connectionName: `${deps.config.redis.prefix}:reader-limits`,
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        commandTimeout: LIMITS_COMMAND_TIMEOUT_MS,
+      });
+      limitsRedis.on('error', (err) => deps.log.debug({ err: { message: err.message } }, 'redis limits connection error'));
+      // Briefly: while Redis is away the reader starts anyway and serves without limits (fail-open).
+      await whenReady(limitsRedis, 2000).catch(() => undefined);
+    }
     const app = await buildReaderApp({
       ...deps,
       state,
+      limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       register: async (a) => {
         if (metrics) await registerOps(a, { config: deps.config, metrics, ...(queue ? { queue } : {}) });
@@ -81,9 +105,11 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       async close() {
         await app.close();
         await state.close();
+        limitsRedis?.disconnect();
       },
     };
   } catch (err) {
+    limitsRedis?.disconnect();
     await state.close();
     throw err;
   }

@@ -3,8 +3,8 @@
  * catalogue in src/errors.ts: our own HttpProblems, Fastify's errors (bad URL, body parsing...),
  * unknown routes and wrong methods, and errors Node's HTTP parser meets before Fastify does.
  */
-import type { Socket } from 'node:net';
-import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_PROBLEMS, HttpProblem, type HttpProblemCode } from '../errors.js';
 
@@ -59,15 +59,18 @@ function clientDetail(err: FastifyError, code: HttpProblemCode): string {
   }
 }
 
-/** Fastify's error handler: the problem for the error; 5xx are logged with the error. */
+/**
+ * Fastify's error handler: the problem for the error. Unexpected errors (500) are logged with the
+ * error; our own problems (a 503 while loading or overloaded) are answers, not failures.
+ */
 export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const problem = toProblem(err);
-  if (problem.status >= 500) request.log.error({ err, reqId: request.id }, 'request failed');
+  if (problem.status >= 500 && !(err instanceof HttpProblem)) request.log.error({ err, reqId: request.id }, 'request failed');
   return sendProblem(reply, problem);
 }
 
 /** Paths that exist, and the methods they take: other methods get 405 rather than 404. */
-const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|healthz|readyz|metrics)\/?$/;
+const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const path = request.url.split('?', 1)[0] ?? '';
@@ -78,20 +81,104 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
 }
 
 /**
- * Node's HTTP parser rejects some requests before Fastify sees them (bad request line, header
- * overflow, timeouts): answer those with a problem too, written straight to the socket.
+ * A problem written straight to a socket (before or outside Fastify), then the socket closed: at
+ * once if it cannot be written to, else shortly after the answer (closing a socket with unread
+ * input resets it, and the client could lose the answer).
  */
-export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const code: HttpProblemCode =
-    err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_URI_TOO_LONG' ? 'uri_too_long' : 'bad_request';
-  const problem = new HttpProblem(code, code === 'bad_request' ? 'The request could not be parsed as HTTP.' : HTTP_PROBLEMS[code].title);
-  const body = JSON.stringify(problemBody(problem));
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n` +
-        `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+export function writeRawProblem(socket: Duplex, problem: HttpProblem, extraHeaders = ''): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
   }
-  socket.destroy(err);
+  const body = JSON.stringify(problemBody(problem));
+  socket.end(
+    `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n` +
+      `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extraHeaders}Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+  );
+  const timer = setTimeout(() => socket.destroy(), 1000);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+}
+
+/** Longest request line (method, target, version) before a header overflow counts as 414, not 431. */
+const MAX_REQUEST_LINE = 8 * 1024;
+
+/**
+ * Did the request line cause the overflow? `chunk` is the data being parsed when it happened
+ * (with TLS, a record of at most 16 KiB, so possibly the middle of a long request line): yes when
+ * no line ends in it, its first line is very long, or its first line is the tail of a request
+ * line (`… HTTP/1.1` without the method in front).
+ */
+function requestLineOverflows(chunk: Buffer): boolean {
+  const eol = chunk.indexOf('\r\n');
+  if (eol < 0 || eol > MAX_REQUEST_LINE) return true;
+  const first = chunk.subarray(0, eol).toString('latin1');
+  return / HTTP\/\d\.\d$/.test(first) && !/^[A-Z]+ \S+ HTTP\/\d\.\d$/.test(first);
+}
+
+/**
+ * Node's HTTP parser rejects some requests before Fastify sees them (bad request line, header
+ * overflow, timeouts): answer those with a problem too, written straight to the socket. A header
+ * overflow caused by the request line alone (an over-long URL) is a 414; otherwise 431.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let code: HttpProblemCode =
+    err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_URI_TOO_LONG' ? 'uri_too_long' : 'bad_request';
+  if (code === 'headers_too_large' && err.rawPacket && requestLineOverflows(err.rawPacket)) code = 'uri_too_long';
+  const problem = new HttpProblem(code, code === 'bad_request' ? 'The request could not be parsed as HTTP.' : HTTP_PROBLEMS[code].title);
+  writeRawProblem(socket, problem);
+}
+
+/** onRequest hook: an HTTP/1.1 request must name its Host (RFC 9112 §3.2); 400 otherwise. */
+export function requireHost(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+  if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+    return done(new HttpProblem('bad_request', 'An HTTP/1.1 request must carry a Host header.'));
+  }
+  done();
+}
+
+/** What attachEdgeHandlers sets on the listener. */
+export interface ServerLimits {
+  readonly headersTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly maxRequestsPerSocket: number;
+  readonly maxHeaderBytes: number;
+}
+
+/**
+ * The parts of the listener Fastify does not set (or not for an HTTP/2 server's HTTP/1.1
+ * fallback): header size and timeouts, how often they are checked, and answers to CONNECT and
+ * to Upgrade requests (the API has no tunnel and no WebSocket): 405 and 404 problems, where Node
+ * would otherwise drop the connection without a word.
+ */
+export function attachEdgeHandlers(server: object, limits: ServerLimits): void {
+  const s = server as {
+    maxHeaderSize?: number;
+    headersTimeout?: number;
+    requestTimeout?: number;
+    keepAliveTimeout?: number;
+    maxRequestsPerSocket?: number;
+    connectionsCheckingInterval?: number;
+    on(event: string, listener: (...args: never[]) => void): unknown;
+  };
+  s.maxHeaderSize = limits.maxHeaderBytes;
+  // Node would answer an HTTP/1.1 request without Host with a bare 400; requireHost (a hook on
+  // the app) answers it with a problem instead.
+  (s as { requireHostHeader?: boolean }).requireHostHeader = false;
+  s.requestTimeout = limits.requestTimeoutMs;
+  s.headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
+  s.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  if (limits.maxRequestsPerSocket > 0) s.maxRequestsPerSocket = limits.maxRequestsPerSocket;
+  // Node checks header and request timeouts on this period (30 s by default: too coarse).
+  s.connectionsCheckingInterval = Math.min(2000, s.headersTimeout);
+  s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => undefined);
+    writeRawProblem(socket, new HttpProblem('method_not_allowed', 'Only GET and HEAD are allowed here, not CONNECT.'), 'Allow: GET, HEAD\r\n');
+  });
+  s.on('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => undefined);
+    writeRawProblem(socket, new HttpProblem('not_found', 'This API has no WebSocket or other upgradable endpoint.'));
+  });
 }

@@ -1,7 +1,7 @@
 /**
  * The place of rate limiting in the order of checks: after authentication (401), before the
- * filename is looked at (404, 403). The limiter itself comes later (CONTRACT §4: limits kept in
- * Redis, RateLimit-* headers, Retry-After); until then no check is given and every request passes.
+ * filename is looked at (404, 403). The check itself is given by the caller: the plan limits kept
+ * in Redis (limits.ts) in production, anything in tests; without one every request passes.
  */
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { HttpProblem } from '../errors.js';
@@ -13,6 +13,8 @@ export interface RateDecision {
   readonly headers?: Readonly<Record<string, string>>;
   /** Seconds until a retry may succeed (sent as Retry-After on 429). */
   readonly retryAfterS?: number;
+  /** The problem's detail on 429 (a generic one otherwise). */
+  readonly detail?: string;
 }
 
 /** Counts one request of a principal; resolves whether it may go on. */
@@ -31,7 +33,7 @@ export function rateLimitHook(check: RateLimitCheck | undefined) {
       }
       const headers: Record<string, string> = { ...d.headers };
       if (d.retryAfterS !== undefined) headers['retry-after'] = String(Math.max(0, Math.ceil(d.retryAfterS)));
-      done(new HttpProblem('rate_limited', 'Too many requests for this key; back off and retry later.', headers));
+      done(new HttpProblem('rate_limited', d.detail ?? 'Too many requests for this key; back off and retry later.', headers));
     };
     try {
       const decision = check(principal, request);

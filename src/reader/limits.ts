@@ -1,0 +1,280 @@
+/**
+ * Rate limits kept in Redis, so they hold across every reader process (CONTRACT §4), built on
+ * @fastify/rate-limit: its Redis store (a fixed window per counter: INCR, PEXPIRE on the first
+ * hit, in one Lua script) and its `createRateLimit` decorator, which counts without adding a hook
+ * of its own. The reader calls the limiters from its own hooks so that the order of checks stays
+ * 401 → 429 → 404 → 403, and writes the headers itself (the plugin only knows the older draft's).
+ *
+ * - Plans: `rate: { max, per }` of the principal's plan, counted per API key (`key:<id>`) or per
+ *   marketplace subscriber (`subscriber:<marketplace>:<user>`). A principal without a rate (a key
+ *   without a plan, or whose plan has no `rate`) is not limited and gets no RateLimit headers.
+ * - Failed authentication, per client address (`request.ip`: trust_proxy decides whether
+ *   X-Forwarded-For names it; IPv6 counted per /64): over `reader.auth_failures` every request
+ *   from that address that presents credentials gets 429 until the window passes, valid key or
+ *   not, so that a lucky guess cannot be told apart from a miss. Requests without any credential
+ *   are not counted (there is nothing to guess), nor are requests with a valid marketplace secret
+ *   (a marketplace's proxy speaks for all its subscribers from a few addresses). Failures are
+ *   counted in Redis; the reader that sees an address go over announces the lockout on a channel,
+ *   and every reader keeps the locked addresses in memory, so that a request with a valid key
+ *   costs no Redis round for this check (one per request, the plan counter, is enough).
+ * - Redis down or slow: fail open. The request is served (the plan's RateLimit-Policy still sent),
+ *   a warning is logged at most every 10 s, and oddsfiles_rate_limit_unavailable_total{scope}
+ *   counts it. Readers keep serving while Redis is away; limits resume when it is back.
+ */
+import rateLimitPlugin, { normalizeIP } from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Redis } from 'ioredis';
+import { Counter, type Registry } from 'prom-client';
+import type { Rate } from '../config.js';
+import type { Principal } from '../keys/ring.js';
+import type { Logger } from '../log.js';
+import type { RateDecision, RateLimitCheck } from './rate-limit.js';
+
+export type LimitScope = 'key' | 'subscriber' | 'auth_failures';
+
+export interface ReaderLimitsDeps {
+  /** Where the counters live: a dedicated connection that fails fast (see startReader). */
+  readonly redis: Redis;
+  /** A subscriber connection, to hear of lockouts decided by other readers. */
+  readonly subscriber?: Redis | undefined;
+  /** REDIS_PREFIX: counters are `<prefix>:rate:<scope>:<id>`. */
+  readonly prefix: string;
+  /** config.reader.authFailures. */
+  readonly authFailures: Rate;
+  readonly log: Logger;
+  readonly metrics?: { rateLimited(scope: string): void; readonly registry?: Registry } | undefined;
+  /** Least time between two "limiter unavailable" warnings (default 10 s). */
+  readonly warnEveryMs?: number;
+}
+
+/** The address lockout after failed authentications. */
+export interface AuthFailureGate {
+  /** Before serving a request with valid credentials: seconds to wait when its address is locked out. */
+  locked(request: FastifyRequest): number | undefined;
+  /** Count one failed authentication; seconds to wait when the address is now over its limit. Never rejects. */
+  failed(request: FastifyRequest): Promise<number | undefined>;
+}
+
+export interface ReaderLimits {
+  /** The plan limit (the reader's rate-limit hook calls it after authentication). */
+  readonly check: RateLimitCheck;
+  readonly authFailures: AuthFailureGate;
+}
+
+type Limiter = ReturnType<FastifyInstance['createRateLimit']>;
+type LimiterResult = Awaited<ReturnType<Limiter>>;
+
+interface PolicyHeaders {
+  readonly name: string;
+  readonly limit: string;
+  readonly policy: string;
+  readonly windowS: number;
+  /** What is sent when the count is unknown (Redis away). */
+  readonly degraded: Readonly<Record<string, string>>;
+}
+
+const PASS: RateDecision = Object.freeze({ allowed: true });
+/** How long Redis is left alone after a failed rate-limit command. */
+const BREAK_MS = 1000;
+const RESTING = new Error('Redis did not answer a moment ago; checking again shortly');
+const MAX_LOCAL_LOCKS = 100_000;
+const IPV6_SUBNET = 64;
+
+/** Register the limiters on `app` (before its routes) and return them. */
+export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLimitsDeps): Promise<ReaderLimits> {
+  const { redis, log, metrics } = deps;
+  const nameSpace = `${deps.prefix}:rate:`;
+  const unavailable = unavailableCounter(metrics?.registry);
+
+  // Each limiter in its own context: the plugin keeps one set of options per registration.
+  const limiterIn = async (options: Parameters<typeof rateLimitPlugin>[1]): Promise<Limiter> => {
+    let limiter: Limiter | undefined;
+    await app.register(async (scope) => {
+      await scope.register(rateLimitPlugin, options);
+      limiter = scope.createRateLimit();
+    });
+    return limiter!;
+  };
+  const planLimiter = await limiterIn({
+    global: false,
+    redis,
+    nameSpace,
+    skipOnError: false,
+    keyGenerator: (req) => (req.principal as Principal).rateKey,
+    max: (req) => (req.principal as Principal).rate!.max,
+    timeWindow: (req) => (req.principal as Principal).rate!.perMs,
+  });
+  const failureLimiter = await limiterIn({
+    global: false,
+    redis,
+    nameSpace: `${nameSpace}auth_failures:`,
+    skipOnError: false,
+    max: deps.authFailures.max,
+    timeWindow: deps.authFailures.perMs,
+    ipv6Subnet: IPV6_SUBNET,
+  });
+
+  // Fail open, and say so: a warning at most every warnEveryMs, a counter always. After a failure
+  // Redis is left alone for a moment (a hung Redis would otherwise cost every request the command
+  // timeout): requests in that moment are served at once, unlimited.
+  const warnEveryMs = deps.warnEveryMs ?? 10_000;
+  let lastWarn = 0;
+  let skippedSinceWarn = 0;
+  let resumeAt = 0;
+  const redisResting = () => resumeAt !== 0 && Date.now() < resumeAt;
+  const failOpen = (scope: LimitScope, err: unknown) => {
+    if (err !== RESTING) resumeAt = Date.now() + BREAK_MS;
+    unavailable?.inc({ scope });
+    skippedSinceWarn++;
+    const now = Date.now();
+    if (now - lastWarn >= warnEveryMs) {
+      log.warn(
+        { scope, skipped: skippedSinceWarn, err: { message: (err as Error | undefined)?.message ?? String(err) } },
+        'rate limits cannot be checked (Redis does not answer); serving without them',
+      );
+      lastWarn = now;
+      skippedSinceWarn = 0;
+    }
+  };
+
+  const policies = new WeakMap<Principal, PolicyHeaders>();
+  const policyOf = (principal: Principal, rate: Rate): PolicyHeaders => {
+    let p = policies.get(principal);
+    if (!p) {
+      const name = principal.plan ?? 'default';
+      const windowS = Math.max(1, Math.ceil(rate.perMs / 1000));
+      const policy = `"${name}";q=${rate.max};w=${windowS}`;
+      p = { name, limit: String(rate.max), policy, windowS, degraded: { 'ratelimit-limit': String(rate.max), 'ratelimit-policy': policy } };
+      policies.set(principal, p);
+    }
+    return p;
+  };
+
+  const check: RateLimitCheck = async (principal, request) => {
+    const rate = principal.rate;
+    if (rate === undefined) return PASS;
+    const p = policyOf(principal, rate);
+    const scope: LimitScope = principal.kind === 'subscriber' ? 'subscriber' : 'key';
+    let r: LimiterResult;
+    try {
+      if (redisResting()) throw RESTING;
+      r = await planLimiter(request);
+    } catch (err) {
+      failOpen(scope, err);
+      return { allowed: true, headers: p.degraded };
+    }
+    if (r.isAllowed) return PASS;
+    const t = r.ttlInSeconds > 0 ? r.ttlInSeconds : p.windowS;
+    const remaining = r.isExceeded ? 0 : r.remaining;
+    const headers = {
+      'ratelimit-limit': p.limit,
+      'ratelimit-remaining': String(remaining),
+      'ratelimit-reset': String(t),
+      'ratelimit-policy': p.policy,
+      ratelimit: `"${p.name}";r=${remaining};t=${t}`,
+    };
+    if (!r.isExceeded) return { allowed: true, headers };
+    metrics?.rateLimited(scope);
+    return {
+      allowed: false,
+      headers,
+      retryAfterS: t,
+      detail:
+        scope === 'subscriber'
+          ? `Your subscription allows ${rate.max} requests per ${p.windowS} s; retry after ${t} s.`
+          : `Your key allows ${rate.max} requests per ${p.windowS} s; retry after ${t} s.`,
+    };
+  };
+
+  // Locked-out addresses and until when, learnt from this reader's failures and from the others'
+  // announcements: a request with a valid key is checked against this map only.
+  const lockedUntil = new Map<string, number>();
+  const remember = (address: string, seconds: number) => {
+    if (lockedUntil.size >= MAX_LOCAL_LOCKS) {
+      const now = Date.now();
+      for (const [a, until] of lockedUntil) if (until <= now) lockedUntil.delete(a);
+      if (lockedUntil.size >= MAX_LOCAL_LOCKS) lockedUntil.clear();
+    }
+    const until = Date.now() + seconds * 1000;
+    if ((lockedUntil.get(address) ?? 0) < until) lockedUntil.set(address, until);
+  };
+  const knownLock = (address: string): number | undefined => {
+    if (lockedUntil.size === 0) return undefined;
+    const until = lockedUntil.get(address);
+    if (until === undefined) return undefined;
+    const left = until - Date.now();
+    if (left > 0) return Math.max(1, Math.ceil(left / 1000));
+    lockedUntil.delete(address);
+    return undefined;
+  };
+
+  const channel = `${nameSpace}auth_failures:locks`;
+  const announce = (address: string, seconds: number) => {
+    redis.publish(channel, JSON.stringify({ a: address, t: seconds })).catch(() => undefined);
+  };
+  const subscriber = deps.subscriber;
+  const onMessage = (ch: string, message: string) => {
+    if (ch !== channel) return;
+    try {
+      const { a, t } = JSON.parse(message) as { a?: unknown; t?: unknown };
+      if (typeof a === 'string' && a.length <= 64 && Number.isInteger(t) && (t as number) > 0 && (t as number) <= 86_400) remember(a, t as number);
+    } catch {
+      // not ours to worry about
+    }
+  };
+  if (subscriber) {
+    subscriber.on('message', onMessage);
+    subscriber.subscribe(channel).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'cannot subscribe to lockout announcements; lockouts stay per reader'));
+    app.addHook('onClose', async () => {
+      subscriber.off('message', onMessage);
+      if (subscriber.status === 'ready') await subscriber.unsubscribe(channel).catch(() => undefined);
+    });
+  }
+
+  const authFailures: AuthFailureGate = {
+    locked(request) {
+      const known = knownLock(normalizeIP(request.ip, IPV6_SUBNET));
+      if (known !== undefined) metrics?.rateLimited('auth_failures');
+      return known;
+    },
+    async failed(request) {
+      const address = normalizeIP(request.ip, IPV6_SUBNET);
+      const known = knownLock(address);
+      if (known === undefined) {
+        let r: LimiterResult;
+        try {
+          if (redisResting()) throw RESTING;
+          r = await failureLimiter(request);
+        } catch (err) {
+          failOpen('auth_failures', err);
+          return undefined;
+        }
+        if (r.isAllowed || !r.isExceeded) return undefined;
+        const t = r.ttlInSeconds > 0 ? r.ttlInSeconds : Math.max(1, Math.ceil(deps.authFailures.perMs / 1000));
+        remember(address, t);
+        // Every reader learns of it at once (they check valid keys against their own map only).
+        announce(address, t);
+        metrics?.rateLimited('auth_failures');
+        return t;
+      }
+      metrics?.rateLimited('auth_failures');
+      return known;
+    },
+  };
+
+  return { check, authFailures };
+}
+
+const UNAVAILABLE_METRIC = 'oddsfiles_rate_limit_unavailable_total';
+
+function unavailableCounter(registry: Registry | undefined): Counter<'scope'> | undefined {
+  if (!registry) return undefined;
+  const existing = registry.getSingleMetric(UNAVAILABLE_METRIC);
+  if (existing) return existing as Counter<'scope'>;
+  return new Counter({
+    name: UNAVAILABLE_METRIC,
+    help: 'Requests served without a rate-limit check because Redis did not answer in time (fail-open), by limit scope.',
+    labelNames: ['scope'] as const,
+    registers: [registry],
+  });
+}

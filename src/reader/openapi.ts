@@ -1,0 +1,202 @@
+/**
+ * The OpenAPI 3.1 description of the API, served at GET /v1/openapi.json. @fastify/swagger builds
+ * it from the route schemas below (operation ids as in the spec: listFiles, getOddsData), with the
+ * X-API-Key security scheme, every status with the problem schema and the rate-limit headers.
+ *
+ * The response schemas are documentation: the handlers send Buffers (the published bytes, the
+ * precomputed file list, problem bodies), which Fastify never serializes, so the schemas cost
+ * nothing on the request path. No request schema is attached either (no validation per request):
+ * the data route is the wildcard /v1/data/*, presented as /v1/data/{filename} by the transform.
+ * Routes outside /v1 (health, metrics, admin) are left out of the document.
+ */
+import swagger from '@fastify/swagger';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+export const OPENAPI_PATH = '/v1/openapi.json';
+export const API_VERSION = '1.0.0';
+
+const PROBLEM_REF = { $ref: 'Problem#' };
+
+export const PROBLEM_SCHEMA = {
+  $id: 'Problem',
+  type: 'object',
+  description: 'An error (RFC 9457 problem details). Switch on `status` or `type`; `detail` is for people.',
+  required: ['type', 'title', 'status', 'detail'],
+  properties: {
+    type: { type: 'string', format: 'uri', description: 'Stable problem type, e.g. https://oddsfiles.dev/problems/rate-limited' },
+    title: { type: 'string' },
+    status: { type: 'integer', minimum: 400, maximum: 599 },
+    detail: { type: 'string' },
+  },
+} as const;
+
+const RATE_HEADERS = {
+  'RateLimit-Limit': { type: 'integer', description: 'Requests your plan allows per window. Sent when your plan has a rate.' },
+  'RateLimit-Remaining': { type: 'integer', description: 'Requests left in the current window.' },
+  'RateLimit-Reset': { type: 'integer', description: 'Seconds until the current window ends.' },
+  'RateLimit-Policy': {
+    type: 'string',
+    description: 'The quota policy (draft-ietf-httpapi-ratelimit-headers): your plan, its quota q and window w in seconds, e.g. `"pro";q=600;w=60`.',
+  },
+  RateLimit: { type: 'string', description: 'The quota left under the policy (same draft): r requests for t seconds, e.g. `"pro";r=599;t=42`.' },
+} as const;
+
+const RETRY_AFTER = { type: 'integer', description: 'Seconds to wait before retrying.' } as const;
+
+const problem = (description: string, headers: Record<string, unknown> = {}) => ({
+  description,
+  headers,
+  content: { 'application/problem+json': { schema: PROBLEM_REF } },
+});
+
+/** Statuses every /v1 operation may answer with besides its own. */
+const COMMON_PROBLEMS = {
+  400: problem('Malformed request (e.g. bad percent-encoding in the URL).'),
+  401: problem('No X-API-Key, an unknown or revoked key, or a wrong marketplace proxy secret.', {
+    'WWW-Authenticate': { type: 'string', description: 'ApiKey header="X-API-Key"' },
+  }),
+  429: problem('Over your plan\'s rate (RateLimit headers say which), or too many failed authentications from your address.', {
+    ...RATE_HEADERS,
+    'Retry-After': RETRY_AFTER,
+  }),
+  503: problem('Starting up, a file being loaded, or overloaded: retry after Retry-After seconds.', { 'Retry-After': RETRY_AFTER }),
+};
+
+const CONDITIONAL_HEADERS = {
+  ETag: { type: 'string', description: 'Strong validator of this representation (each content-coding has its own).' },
+  'Cache-Control': { type: 'string', description: '`private, no-cache`' },
+} as const;
+
+export const FILES_ROUTE_SCHEMA = {
+  operationId: 'listFiles',
+  summary: 'List the filenames your key may download',
+  description: 'The published filenames your allow-list matches, sorted. Request only these names.',
+  tags: ['odds'],
+  response: {
+    200: {
+      description: 'The file list.',
+      headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS },
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            required: ['files'],
+            additionalProperties: false,
+            properties: { files: { type: 'array', items: { type: 'string' }, description: 'Each a valid `filename` for getOddsData.' } },
+          },
+        },
+      },
+    },
+    304: { description: 'Not modified: If-None-Match matched the current ETag.', headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS }, type: 'null' },
+    ...COMMON_PROBLEMS,
+    403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
+  },
+} as const;
+
+export const DATA_ROUTE_SCHEMA = {
+  operationId: 'getOddsData',
+  summary: 'Download one odds file',
+  description:
+    'The JSON document exactly as the bookmaker published it. Send Accept-Encoding: br or gzip for a compressed body, and If-None-Match with the ETag you hold to get 304 until a new version is published. Checks run in the order 401, 429, 404, 403.',
+  tags: ['odds'],
+  response: {
+    200: {
+      description: 'The odds document (its shape varies by feed; read it leniently).',
+      headers: {
+        ...RATE_HEADERS,
+        ...CONDITIONAL_HEADERS,
+        'Last-Modified': { type: 'string', description: 'When this version was published.' },
+        Vary: { type: 'string', description: '`Accept-Encoding`' },
+        'Content-Encoding': { type: 'string', enum: ['br', 'gzip'], description: 'When you accepted a coding.' },
+      },
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            additionalProperties: true,
+            properties: {
+              bookmaker: { type: 'string' },
+              generated_at: { type: 'string', format: 'date-time' },
+              sport: { type: 'string' },
+              events: { type: 'array', items: { type: 'object', additionalProperties: true } },
+            },
+          },
+        },
+      },
+    },
+    304: {
+      description: 'Not modified: If-None-Match (or If-Modified-Since) says your copy is current.',
+      headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS, 'Last-Modified': { type: 'string' } },
+      type: 'null',
+    },
+    ...COMMON_PROBLEMS,
+    403: problem('The file is published but not on your allow-list (or your marketplace plan gives no access).', RATE_HEADERS),
+    404: problem('No file is published under this name (also any name that is not a feed filename).', RATE_HEADERS),
+  },
+} as const;
+
+export const OPENAPI_ROUTE_SCHEMA = {
+  operationId: 'getOpenApi',
+  summary: 'This description of the API (OpenAPI 3.1)',
+  tags: ['meta'],
+  security: [],
+  response: {
+    200: { description: 'The OpenAPI document.', content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } } },
+    503: problem('Overloaded: retry after Retry-After seconds.', { 'Retry-After': RETRY_AFTER }),
+  },
+} as const;
+
+const FILENAME_PARAMS = {
+  type: 'object',
+  required: ['filename'],
+  properties: {
+    filename: {
+      type: 'string',
+      description: 'The exact filename, as listed by listFiles (e.g. site_live_northwind_soccer.json).',
+      examples: ['site_pregame_northwind_soccer.json'],
+    },
+  },
+} as const;
+
+/** Register @fastify/swagger (before any route) and the shared Problem schema. */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  app.addSchema(PROBLEM_SCHEMA);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Odds File Service',
+        version: API_VERSION,
+        description:
+          'Bookmaker odds, live and pre-match, as JSON files: list the filenames your key may download, then download by exact filename. Every error is application/problem+json.',
+      },
+      tags: [
+        { name: 'odds', description: 'The two operations of the API.' },
+        { name: 'meta', description: 'About the API itself.' },
+      ],
+      components: {
+        securitySchemes: {
+          ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Your API key (odf_…). Marketplace traffic is authenticated by the marketplace instead.' },
+        },
+      },
+      security: [{ ApiKeyAuth: [] }],
+    },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
+    transform: ({ schema, url }) => {
+      if (!url.startsWith('/v1/')) return { schema: { ...(schema ?? {}), hide: true }, url };
+      if (url === '/v1/data/*') return { schema: { ...(schema ?? {}), params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
+      return { schema: schema ?? {}, url };
+    },
+  });
+}
+
+/** GET /v1/openapi.json: the document, built once (after the routes are known) and kept as bytes. */
+export function openApiHandler(app: FastifyInstance) {
+  let body: Buffer | undefined;
+  return function getOpenApi(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    body ??= Buffer.from(JSON.stringify(app.swagger()));
+    return reply.header('content-type', 'application/json').header('cache-control', 'public, max-age=300').send(body);
+  };
+}
