@@ -3,7 +3,7 @@
  * name that records who claimed it, so a new drop under the same filename can land while the old
  * one is processed, and a crash leaves the claimed drop where the next start finds it.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -28,8 +28,31 @@ export function processingDir(inboxDir: string): string {
   return join(inboxDir, PROCESSING_DIR);
 }
 
+/** Longest file name (bytes) the filesystems we run on accept. */
+const NAME_MAX = 255;
+
+/**
+ * `<claimId>--<name>`. A drop whose name is so long that this would not fit (no feed filename is
+ * anywhere near) is claimed under its name cut short plus a hash of the whole name; the job keeps
+ * the whole name, so it is rejected under it (unknown_filename) instead of failing for ever with
+ * ENAMETOOLONG.
+ */
+export function claimFileName(claimId: string, name: string): string {
+  const full = `${claimId}--${name}`;
+  if (Buffer.byteLength(full) <= NAME_MAX) return full;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
+  const room = NAME_MAX - Buffer.byteLength(`${claimId}--~${hash}`);
+  const chars = Array.from(name);
+  let cut = '';
+  for (const c of chars) {
+    if (Buffer.byteLength(cut + c) > room) break;
+    cut += c;
+  }
+  return `${claimId}--${cut}~${hash}`;
+}
+
 export function claimPath(inboxDir: string, claimId: string, name: string): string {
-  return join(processingDir(inboxDir), `${claimId}--${name}`);
+  return join(processingDir(inboxDir), claimFileName(claimId, name));
 }
 
 /** Split a claim file's name into its parts; undefined for anything else. */

@@ -9,6 +9,12 @@ import { claimJobId, enqueueClaim, type IngestQueue } from './queue.js';
 
 const PENDING = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 
+/**
+ * A claim renamed into .processing this recently is left alone: a published drop's claim stays
+ * until the manifest covering it is written (manifest-sync.ts), after its job has completed.
+ */
+export const RECENT_CLAIM_MS = 10_000;
+
 export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue; log: Logger }): Promise<number> {
   let names: string[];
   try {
@@ -22,6 +28,8 @@ export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue
     if (!claim) continue;
     const st = await lstat(claim.path).catch(() => undefined);
     if (!st) continue;
+    // rename() sets the ctime: this is when the drop was claimed.
+    if (Date.now() - st.ctimeMs < RECENT_CLAIM_MS) continue;
     const owner = claim.claimId.startsWith('d') ? claim.claimId.slice(1) : claimJobId(claim.claimId);
     if (PENDING.has(await deps.queue.getJobState(owner))) continue;
     const jobId = claimJobId(claim.claimId);

@@ -4,8 +4,8 @@
  * renamed) before the claim is removed, and its id comes from the claim, so a retry after a crash
  * finds it done instead of rejecting twice.
  */
-import { access, copyFile, link, mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, copyFile, link, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { RejectionReason } from '../errors.js';
 
 export interface RejectionRecord {
@@ -20,21 +20,53 @@ export function rejectionId(receivedAt: Date, claimId: string): string {
   return `${receivedAt.toISOString().replace(/[-:.]/g, '')}-${claimId}`;
 }
 
+/**
+ * Keep the claimed drop as REJECTED_DIR/<id>/<filename> with reason.json. Whatever the claim is,
+ * nothing is followed, opened or read: a regular file is hard-linked (copied when REJECTED_DIR is
+ * on another filesystem), a symbolic link is kept as a link (never its target), a FIFO or other
+ * special file is hard-linked when possible and otherwise not kept (reason.json says what it
+ * was), and a folder is moved in after reason.json exists.
+ */
 export async function writeRejection(rejectedDir: string, record: RejectionRecord, claimPath: string): Promise<void> {
   const final = join(rejectedDir, record.id);
-  if (await exists(join(final, 'reason.json'))) return;
+  const st = await lstat(claimPath).catch(() => undefined);
+  if (await exists(join(final, 'reason.json'))) {
+    // Done before a crash; a folder may still have to be moved in.
+    if (st?.isDirectory()) await moveIn(claimPath, join(final, record.filename), record.id);
+    return;
+  }
   const tmp = join(rejectedDir, `.${record.id}.tmp`);
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
   const target = join(tmp, record.filename);
-  try {
-    await link(claimPath, target);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EXDEV' && (err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
-    await copyFile(claimPath, target);
+  if (st && !st.isDirectory()) {
+    try {
+      await link(claimPath, target);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EXDEV' && code !== 'EPERM') throw err;
+      if (st.isFile()) await copyFile(claimPath, target);
+      else if (st.isSymbolicLink()) await symlink(await readlink(claimPath), target);
+      // A FIFO, socket or device on another filesystem: copying would open it (a FIFO blocks).
+    }
   }
   await writeFile(join(tmp, 'reason.json'), `${JSON.stringify(record, null, 2)}\n`);
   await rename(tmp, final);
+  if (st?.isDirectory()) await moveIn(claimPath, join(final, record.filename), record.id);
+}
+
+async function moveIn(from: string, to: string, id: string): Promise<void> {
+  try {
+    await rename(from, to);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // Gone already, or moved in before a crash.
+    if (code === 'ENOENT' || code === 'EEXIST' || code === 'ENOTEMPTY') return;
+    if (code !== 'EXDEV') throw err;
+    // REJECTED_DIR is on another filesystem: park the folder under a hidden name beside the
+    // claims (never picked up again), so the claim is settled and nothing is deleted.
+    await rename(from, join(dirname(from), `.rejected-${id}`));
+  }
 }
 
 export async function listRejections(rejectedDir: string): Promise<RejectionRecord[]> {

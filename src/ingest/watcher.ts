@@ -54,6 +54,11 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
   };
   watcher.on('add', onFile);
   watcher.on('change', onFile);
+  // A folder is never a drop: it stays where it is, and the operator is told once per start.
+  watcher.on('addDir', (path: string) => {
+    if (path === inbox || resolve(path, '..') !== inbox) return;
+    log.warn({ filename: basename(path) }, 'a folder in the inbox is not a drop; it is ignored (drop files, not folders)');
+  });
   watcher.on('error', (err) => log.error({ err: { message: (err as Error).message } }, 'watcher error'));
   const ready = new Promise<void>((res) => watcher.once('ready', () => res()));
 

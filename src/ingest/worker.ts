@@ -63,7 +63,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     return out;
   };
 
-  const worker = new Worker<IngestJobData, IngestResult>(INGEST_QUEUE, processor, {
+  const worker = new IngestWorker(deps, INGEST_QUEUE, processor, {
     connection: deps.connection,
     prefix: deps.prefix,
     concurrency: deps.concurrency,
@@ -79,6 +79,27 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
   });
   worker.on('error', (err) => deps.log.error({ err: { message: err.message } }, 'worker error'));
   return worker;
+}
+
+/**
+ * A BullMQ worker that, once closed (in-flight jobs done), writes the manifest and removes the
+ * claims of drops published just before (they wait for a manifest that covers them). If that
+ * fails, the claims stay in .processing and the next start settles them again.
+ */
+class IngestWorker extends Worker<IngestJobData, IngestResult> {
+  constructor(
+    private readonly ingest: Pick<WorkerDeps, 'publish' | 'log'>,
+    ...args: ConstructorParameters<typeof Worker<IngestJobData, IngestResult>>
+  ) {
+    super(...args);
+  }
+
+  override async close(force = false): Promise<void> {
+    await super.close(force);
+    await this.ingest.publish.flush().catch((err: unknown) =>
+      this.ingest.log.warn({ err: { message: (err as Error).message } }, 'could not write the manifest at shutdown; the claims waiting for it are settled on the next start'),
+    );
+  }
 }
 
 /** lstat: a claimed symlink or FIFO exists too, and is rejected by the publish step. */

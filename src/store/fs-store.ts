@@ -15,7 +15,15 @@ export function createFsStore(url: string): Store {
   const root = fileURLToPath(url);
   const tmpRoot = join(root, TMP_DIR);
   let ready: Promise<void> | undefined;
-  const init = () => (ready ??= mkdir(tmpRoot, { recursive: true }).then(() => undefined));
+  // A failed mkdir is forgotten, so a store broken at start-up recovers once repaired.
+  const init = () =>
+    (ready ??= mkdir(tmpRoot, { recursive: true }).then(
+      () => undefined,
+      (err: unknown) => {
+        ready = undefined;
+        throw err;
+      },
+    ));
   const pathOf = (key: string) => {
     assertValidKey(key);
     return join(root, key);

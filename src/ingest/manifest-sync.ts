@@ -1,0 +1,218 @@
+/**
+ * Keeps manifest.json in the store in step with the catalog, in the background, for the publish
+ * step of one process, and removes each published drop's claim once a manifest that covers it is
+ * written (so an empty inbox still means: published, manifest included).
+ *
+ * Why in the background: the manifest holds every feed, so writing it in each publish (with the
+ * job waiting for it) cost O(feeds) per drop while holding a slot of the worker's concurrency; a
+ * burst of N distinct feeds cost O(N²): 1,000 feeds published at ~57/s (test/faults.storm.test.ts).
+ * Now the job ends at the commit; one writer per process writes the manifest, coalescing every
+ * commit made meanwhile, then removes the claims and deletes the evicted versions it covers.
+ *
+ * What stays true:
+ * - A claim is removed only after its commit and a manifest reflecting it are durable. A crash
+ *   before that leaves the claim in .processing: it is queued again (recovery.ts), found already
+ *   committed (`unchanged`), and removed after the manifest check below.
+ * - The manifest is written from a whole catalog snapshot. Two processes may race (one writes an
+ *   older snapshot over a newer one): the writer that saw the catalog move during its write reads
+ *   the manifest back and writes again if its own commits are missing.
+ * - An evicted version is deleted only once a manifest newer than its eviction is in the store, so
+ *   a reader that starts from the manifest (Redis away) never finds it naming a deleted object. A
+ *   crash before that leaves the old object behind (garbage), never a dangling manifest.
+ * - check() (an `unchanged` drop: maybe processed again after a crash between commit and manifest)
+ *   and a periodic check compare the store's manifest with the catalog and write it when behind.
+ */
+import { unlink } from 'node:fs/promises';
+import { MANIFEST_KEY, objectKey, type Store } from '../store/store.js';
+import { readManifest, toManifest } from '../catalog/manifest.js';
+import type { Catalog } from '../catalog/redis-catalog.js';
+import type { Logger } from '../log.js';
+
+export interface ManifestWriter {
+  /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
+   *  removed once a manifest covering `seq` is written. */
+  committed(seq: number, filename: string, evicted: readonly string[], claim: string): void;
+  /** Compare the manifest with the catalog soon (writing it if behind), then remove `claim`. */
+  check(claim: string): void;
+  /** Write what is pending and remove the claims waiting for it; rejects if the store or Redis fail. */
+  flush(): Promise<void>;
+  /** Claims waiting for a manifest write. */
+  pending(): number;
+  /** Stop the timers (a write under way finishes). */
+  close(): void;
+}
+
+export interface ManifestWriterOptions {
+  readonly catalog: Catalog;
+  readonly store: Store;
+  readonly log: Logger;
+  /** Commits made within this window share one write. */
+  readonly coalesceMs?: number;
+  /** Period of the check against the catalog (repairs after a crash elsewhere). */
+  readonly checkEveryMs?: number;
+}
+
+interface PendingDelete {
+  readonly seq: number;
+  readonly filename: string;
+  readonly sha256: string;
+}
+
+interface PendingClaim {
+  readonly seq: number;
+  readonly path: string;
+}
+
+const MAX_RETRY_MS = 10_000;
+
+export function createManifestWriter(opts: ManifestWriterOptions): ManifestWriter {
+  const { catalog, store, log } = opts;
+  const coalesceMs = opts.coalesceMs ?? 50;
+  /** The catalog seq the manifest must reach: this process's commits, or a repair it took on. */
+  let own = 0;
+  /** The manifest in the store is known to reflect the catalog up to this seq. */
+  let written = -1;
+  /** Compare the store's manifest with the catalog, and take over if it is behind. */
+  let checkAll = false;
+  /** Our last write raced other commits: make sure an older snapshot did not overwrite it. */
+  let verifyOwn = false;
+  /** The store's manifest was seen ahead of the catalog (see step). */
+  let catalogReset = false;
+  let deletes: PendingDelete[] = [];
+  let claims: PendingClaim[] = [];
+  /** Claims to remove after the next check (registered before it started). */
+  let checkClaims: string[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let failures = 0;
+  let closed = false;
+
+  const schedule = (delay: number) => {
+    if (closed || timer || running) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void run();
+    }, delay);
+    timer.unref();
+  };
+
+  const removeClaims = async (paths: readonly string[]) => {
+    for (const path of paths) {
+      await unlink(path).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') log.warn({ err: { message: err.message }, path }, 'could not remove a settled claim; recovery will settle it again');
+      });
+    }
+  };
+
+  const afterWrite = async () => {
+    const dueClaims = claims.filter((c) => c.seq <= written);
+    claims = claims.filter((c) => c.seq > written);
+    await removeClaims(dueClaims.map((c) => c.path));
+    const due = deletes.filter((d) => d.seq <= written);
+    deletes = deletes.filter((d) => d.seq > written);
+    for (const d of due) {
+      // A version may have been published again since it was evicted: never delete what is current.
+      const latest = await catalog.get(d.filename).catch(() => undefined);
+      if (!latest || latest.sha256 === d.sha256) continue;
+      await store.delete(objectKey(d.filename, d.sha256)).catch((err: unknown) =>
+        log.warn({ err, filename: d.filename, sha: d.sha256 }, 'could not delete an old version'),
+      );
+    }
+  };
+
+  const step = async () => {
+    const checked = checkClaims;
+    checkClaims = [];
+    const all = checkAll;
+    const verify = verifyOwn;
+    checkAll = false;
+    verifyOwn = false;
+    try {
+      if (all || verify || checked.length > 0) {
+        const seq = await catalog.seq();
+        // Unless asked to look (start, period, a raced write), trust what this process wrote.
+        if (all || verify || seq > written) {
+          const stored = (await readManifest(store))?.seq ?? -1;
+          // Behind the catalog: whoever committed died before writing it (or is about to).
+          if ((all || checked.length > 0) && stored < seq && seq > own) own = seq;
+          written = stored;
+          // Ahead of the catalog: the catalog was started afresh (Redis lost its data). The
+          // manifest is left as it is until this process publishes; then it mirrors the catalog.
+          if (stored > seq) catalogReset = true;
+        }
+      }
+      if (own > written) {
+        const snapshot = await catalog.snapshot();
+        await store.put(MANIFEST_KEY, Buffer.from(JSON.stringify(toManifest(snapshot, new Date()))), 'application/json');
+        written = snapshot.seq;
+        // Others committed meanwhile and may write an older snapshot over ours: look again soon.
+        if ((await catalog.seq()) > snapshot.seq) verifyOwn = true;
+      }
+    } catch (err) {
+      checkClaims.push(...checked);
+      checkAll ||= all;
+      verifyOwn ||= verify;
+      throw err;
+    }
+    await removeClaims(checked);
+    await afterWrite();
+  };
+
+  const run = (): Promise<void> =>
+    (running ??= (async () => {
+      try {
+        await step();
+        failures = 0;
+      } catch (err) {
+        failures++;
+        log.warn({ err: { message: (err as Error).message }, attempt: failures }, 'could not write the manifest; will retry');
+      } finally {
+        running = undefined;
+      }
+      if (own > written || checkAll || verifyOwn || checkClaims.length > 0) schedule(failures ? Math.min(250 * 2 ** failures, MAX_RETRY_MS) : coalesceMs);
+    })());
+
+  const periodic = setInterval(() => {
+    checkAll = true;
+    schedule(0);
+  }, opts.checkEveryMs ?? 10_000);
+  periodic.unref();
+  // Once at start: a previous process may have died between a commit and the manifest.
+  checkAll = true;
+  schedule(coalesceMs);
+
+  return {
+    committed(seq, filename, evicted, claim) {
+      if (catalogReset) {
+        catalogReset = false;
+        written = -1;
+      }
+      if (seq > own) own = seq;
+      for (const sha256 of evicted) deletes.push({ seq, filename, sha256 });
+      claims.push({ seq, path: claim });
+      schedule(coalesceMs);
+    },
+    check(claim) {
+      checkClaims.push(claim);
+      schedule(coalesceMs);
+    },
+    async flush() {
+      for (let i = 0; i < 5; i++) {
+        if (timer) clearTimeout(timer);
+        timer = undefined;
+        await running;
+        await run();
+        if (own <= written && !checkAll && !verifyOwn && claims.length === 0 && checkClaims.length === 0) return;
+        if (failures > 0) break;
+      }
+      throw new Error(`the manifest could not be written; ${claims.length + checkClaims.length} claims stay in .processing until it is`);
+    },
+    pending: () => claims.length + checkClaims.length,
+    close() {
+      closed = true;
+      clearInterval(periodic);
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
