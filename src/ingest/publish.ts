@@ -85,9 +85,8 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const feed = parseFilename(deps.registry, claim.name);
       if (!feed) throw new RejectionError('unknown_filename', `"${claim.name}" is not a feed filename of the registry`);
       const bookmaker = deps.registry.bookmakers.get(feed.bookmaker)!;
-      const raw = await readClaim(claim.path, deps.config.limits.maxFileBytes);
+      const doc = await readSettled(claim.path, deps.config, (raw) => deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() }));
       let t = lap('read', t0);
-      const doc = deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() });
       const sha256 = createHash('sha256').update(doc.bytes).digest('hex');
       t = lap('validate', t);
 
@@ -144,6 +143,32 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     }
   };
   return Object.assign(publish, { flush: () => manifest.flush(), close: () => manifest.close() });
+}
+
+/**
+ * Read and validate a claimed drop at once: a renamed drop is complete, so freshness pays no
+ * settling delay. A drop written in place may have been claimed mid-write (the writer goes on
+ * writing into the claimed file): a document that fails validation is rejected only once the
+ * file has stayed unchanged for `ingest.settle`, re-read each time it changed, for at most
+ * `max(20 × settle, 5 s)`. Over the size limit is final at once.
+ */
+async function readSettled<T>(path: string, config: Pick<Config, 'limits' | 'ingest'>, validate: (raw: Buffer) => T): Promise<T> {
+  const settleMs = config.ingest.settleMs;
+  const deadline = Date.now() + Math.max(20 * settleMs, 5000);
+  for (;;) {
+    const before = await lstat(path).catch(() => undefined);
+    try {
+      return validate(await readClaim(path, config.limits.maxFileBytes));
+    } catch (err) {
+      if (!(err instanceof RejectionError) || err.reason === 'too_large' || err.reason === 'unknown_filename') throw err;
+      const after = await lstat(path).catch(() => undefined);
+      if (!before || !after) throw err;
+      const quietMs = Date.now() - after.mtimeMs;
+      const unchanged = after.size === before.size && after.mtimeMs === before.mtimeMs;
+      if ((unchanged && quietMs >= settleMs) || Date.now() >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.max(5, settleMs - Math.max(0, quietMs))));
+    }
+  }
 }
 
 /** A counting semaphore over bytes, first come first served; a request over the limit counts as the limit. */

@@ -1,6 +1,7 @@
 /**
  * Watches INBOX_DIR with chokidar and queues one drop job per change. Files written in place are
- * queued once they stop changing (awaitWriteFinish); dotfiles, *.tmp and *.part are ignored.
+ * queued at once (a drop still being written in place is settled by the publish step); dotfiles,
+ * *.tmp and *.part are ignored.
  * A periodic rescan catches what inotify dropped (it drops events silently on queue overflow) and
  * re-queues claims in .processing whose job was lost (a crash, a Redis restart).
  */
@@ -46,7 +47,9 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
     ignoreInitial: false,
     followSymlinks: false,
     ignored: (path: string) => path !== inbox && isIgnoredName(basename(path)),
-    awaitWriteFinish: { stabilityThreshold: deps.settleMs, pollInterval: Math.max(5, Math.min(25, Math.floor(deps.settleMs / 2))) },
+    // No awaitWriteFinish: it delays every drop, renamed ones included, by at least `settle`
+    // (measured: 52 ms of an 83 ms freshness). The publish step settles a drop written in place
+    // instead, only when it does not validate (publish.ts, readSettled).
   });
   const onFile = (path: string) => {
     if (resolve(path, '..') !== inbox) return;
