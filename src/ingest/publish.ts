@@ -160,13 +160,15 @@ async function readSettled<T>(path: string, config: Pick<Config, 'limits' | 'ing
     try {
       return validate(await readClaim(path, config.limits.maxFileBytes));
     } catch (err) {
-      if (!(err instanceof RejectionError) || err.reason === 'too_large' || err.reason === 'unknown_filename') throw err;
-      const after = await lstat(path).catch(() => undefined);
-      if (!before || !after) throw err;
-      const quietMs = Date.now() - after.mtimeMs;
-      const unchanged = after.size === before.size && after.mtimeMs === before.mtimeMs;
-      if ((unchanged && quietMs >= settleMs) || Date.now() >= deadline) throw err;
-      await new Promise((r) => setTimeout(r, Math.max(5, settleMs - Math.max(0, quietMs))));
+      if (!(err instanceof RejectionError) || err.reason === 'too_large' || err.reason === 'unknown_filename' || !before) throw err;
+      // Wait (stat only, no reading) until the file has been quiet for `settle`.
+      let st = await lstat(path).catch(() => undefined);
+      while (st && Date.now() - st.mtimeMs < settleMs && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, Math.max(5, settleMs - (Date.now() - st!.mtimeMs))));
+        st = await lstat(path).catch(() => undefined);
+      }
+      // Nothing written since it was read (or out of time): the rejection stands.
+      if (!st || (st.size === before.size && st.mtimeMs === before.mtimeMs) || Date.now() >= deadline) throw err;
     }
   }
 }
