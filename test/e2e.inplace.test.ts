@@ -74,4 +74,16 @@ describe('drops written in place', () => {
     // Below the 1 s settle time: renamed drops are not held back.
     expect(Date.now() - t0).toBeLessThan(1000);
   });
+
+  it('catches a re-drop of the same name right after the previous one was claimed (no wait for the rescan)', async () => {
+    const feed = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_tennis.json')!;
+    for (let i = 0; i < 6; i++) {
+      const bytes = generateDocument(feed, { generatedAt: new Date(Date.parse('2026-11-21T20:00:00Z') + i * 1000).toISOString(), targetBytes: 5_000 });
+      const t0 = Date.now();
+      await drop(inbox, feed.filename, bytes);
+      await waitFor(async () => (await readCatalog(prefix)).get(feed.filename)?.sha256 === sha256(bytes), 10_000, `version ${i} published`, 5);
+      // The rescan runs every 5 s: a missed event would show as a multi-second wait.
+      expect(Date.now() - t0, `version ${i}`).toBeLessThan(1500);
+    }
+  });
 });

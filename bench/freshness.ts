@@ -1,0 +1,402 @@
+/**
+ * Freshness: from the rename of a 200 KB drop into the inbox to the first GET /v1/data/{filename}
+ * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
+ * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
+ *
+ *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--no-doc]
+ *
+ * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
+ * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
+ * - oddsfiles, one process per role (watcher | worker | reader, the docker-compose shape);
+ * - bare: the same architecture reduced to its unavoidable work (bench/bare-pipeline.ts), the
+ *   reference every ratio is taken against.
+ * The breakdown of each oddsfiles drop comes from the worker's own log line (timings, jobId), the
+ * BullMQ job (data.receivedAt, timestamp, processedOn), an announcement subscriber of our own and
+ * the poller's clock. Then the watcher stage alone: chokidar as the service configures it, chokidar
+ * without awaitWriteFinish, and fs.watch, on the same renames.
+ */
+import { rename, writeFile, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { watch as fsWatch } from 'node:fs';
+import { watch as chokidarWatch } from 'chokidar';
+import { Redis } from 'ioredis';
+import {
+  BareSystem,
+  Dropper,
+  EXAMPLE_FEEDS,
+  OddsfilesSystem,
+  Poller,
+  docTemplate,
+  fmtMs,
+  fmtX,
+  log,
+  machineInfo,
+  machineLine,
+  median,
+  nowMs,
+  quantile,
+  quiesce,
+  REDIS_URL,
+  runMain,
+  shuffle,
+  sleep,
+  table,
+  tempDir,
+  version,
+  waitDrained,
+  writeDocSection,
+  type DocTemplate,
+  type System,
+} from './common.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const DROPS = opt('drops', 40);
+const BLOCK = opt('block', 10);
+const RATE = opt('rate', 100);
+const KB = opt('kb', 200);
+const CONDITIONS = (args.includes('--conditions') ? args[args.indexOf('--conditions') + 1]!.split(',') : ['alone', 'loaded']) as Condition[];
+const WRITE_DOC = !args.includes('--no-doc');
+const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
+const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
+
+type Condition = 'alone' | 'loaded';
+
+interface Sample {
+  readonly system: string;
+  readonly condition: Condition;
+  readonly fresh: number;
+  readonly polls: number;
+  stages?: Record<string, number>;
+  // for the breakdown
+  readonly t0: number;
+  readonly served: number;
+  readonly sha256: string;
+  readonly generatedAt: string;
+}
+
+interface Target {
+  readonly name: string;
+  readonly sys: System;
+  readonly poller: Poller;
+  etag: string | undefined;
+}
+
+const STAGES = ['watcher', 'queue', 'claim', 'read+validate', 'store', 'commit', 'reader', 'other'] as const;
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  log(machineLine(machine));
+  const template = docTemplate(MEASURED, KB * 1024);
+  log(`measured feed ${MEASURED.filename}, ${template.bytes.length} bytes; ${DROPS} drops per system and condition in blocks of ${BLOCK}`);
+
+  log('starting the systems…');
+  const targets: Target[] = [];
+  const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single' });
+  const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split' });
+  const bare = await BareSystem.start('fresh-bare');
+  for (const [name, sys] of [
+    ['oddsfiles (one process)', single],
+    ['oddsfiles (process per role)', split],
+    ['bare reference', bare],
+  ] as const) {
+    targets.push({ name, sys, poller: new Poller(sys.readerUrl!, sys.key), etag: undefined });
+  }
+
+  // Announcements, timed by a subscriber of our own.
+  const announced = new Map<string, number>();
+  const sub = new Redis(REDIS_URL);
+  await new Promise((r) => sub.once('ready', r));
+  await sub.subscribe(...targets.map((t) => t.sys.channel));
+  sub.on('message', (_c: string, message: string) => {
+    const at = nowMs();
+    const m = JSON.parse(message) as { entry?: { sha256: string }; sha?: string };
+    const sha = m.entry?.sha256 ?? m.sha;
+    if (sha) announced.set(sha, at);
+  });
+
+  const dropper = await Dropper.start(OTHERS, KB * 1024);
+  const allPids = () => [...targets.flatMap((t) => t.sys.pids()), dropper.pid];
+
+  // Publish the measured feed once everywhere (and warm up every path).
+  for (const t of targets) {
+    for (let i = 0; i < 3; i++) await measureOne(t, template, 'alone');
+  }
+  await quiesce(allPids());
+
+  const samples: Sample[] = [];
+  const backlog: Record<string, { sent: number; ms: number; drainMs: number }[]> = {};
+  const started = Date.now();
+  for (const condition of CONDITIONS) {
+    for (let b = 0; b < Math.ceil(DROPS / BLOCK); b++) {
+      for (const t of shuffle([...targets])) {
+        if (condition === 'loaded') {
+          dropper.begin(t.sys.inbox, RATE);
+          await sleep(1000);
+        }
+        const n = Math.min(BLOCK, DROPS - b * BLOCK);
+        const block: Sample[] = [];
+        for (let i = 0; i < n; i++) block.push(await measureOne(t, template, condition));
+        if (condition === 'loaded') {
+          const r = await dropper.end();
+          const t1 = Date.now();
+          const ok = await waitDrained(t.sys, 60_000);
+          (backlog[t.name] ??= []).push({ ...r, drainMs: ok ? Date.now() - t1 : Number.POSITIVE_INFINITY });
+        }
+        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, block, announced);
+        else for (const s of block) s.stages = bareStages(s, announced);
+        samples.push(...block);
+        await quiesce(allPids());
+        const fr = block.map((s) => s.fresh);
+        log(`${condition} block ${b + 1}: ${t.name}: p50 ${fmtMs(median(fr))} ms, max ${fmtMs(Math.max(...fr))} ms`);
+      }
+    }
+  }
+  const measuredS = Math.round((Date.now() - started) / 1000);
+  sub.disconnect();
+  for (const t of targets) t.poller.close();
+  for (const t of targets) await t.sys.stop();
+
+  log('watcher stage alone…');
+  // Spaced drops (the claim 5–10 ms after the event, the next drop 150–200 ms later), then quick
+  // re-drops of the same filename (the next one 0–60 ms after the claim, as a feed updated
+  // several times a second, or a burst, does).
+  const watchSpaced = {} as Record<WatcherName, { latency: number[]; missed: number }>;
+  const watchQuick = {} as Record<WatcherName, { latency: number[]; missed: number }>;
+  for (const w of WATCHERS) {
+    watchSpaced[w] = await watcherStage(w, 25, template, { claimAfter: [5, 10], nextAfter: [150, 200] });
+    watchQuick[w] = await watcherStage(w, 100, template, { claimAfter: [2, 10], nextAfter: [0, 60] });
+  }
+
+  // ------------------------------------------------------------------ report
+  const bareOf = (c: Condition) => samples.filter((s) => s.system === 'bare reference' && s.condition === c).map((s) => s.fresh);
+  const rows: string[][] = [];
+  for (const condition of CONDITIONS) {
+    const ref = bareOf(condition);
+    for (const t of targets) {
+      const fr = samples.filter((s) => s.system === t.name && s.condition === condition).map((s) => s.fresh);
+      const p50 = median(fr);
+      const p99 = quantile(fr, 0.99);
+      const isRef = t.sys.kind === 'bare';
+      const target = isRef ? '' : `${p50 <= 15 ? 'met' : '**missed**'} / ${p99 <= 50 ? 'met' : '**missed**'}`;
+      const bl = backlog[t.name];
+      const load =
+        condition === 'loaded' && bl
+          ? `${Math.round(median(bl.map((x) => (x.sent * 1000) / x.ms)))}/s; drained in ${fmtMs(median(bl.map((x) => x.drainMs)))} ms`
+          : '';
+      rows.push([
+        condition,
+        t.name,
+        String(fr.length),
+        fmtMs(p50),
+        fmtMs(quantile(fr, 0.9)),
+        fmtMs(p99),
+        isRef ? '1.00×' : fmtX(p50 / median(ref)),
+        isRef ? '1.00×' : fmtX(p99 / quantile(ref, 0.99)),
+        target,
+        load,
+      ]);
+    }
+  }
+  const freshTable = table(
+    ['condition', 'system', 'drops', 'p50 ms', 'p90 ms', 'p99 ms', 'p50 / bare', 'p99 / bare', 'target p50 ≤ 15 / p99 ≤ 50', 'background drops, drain after'],
+    rows,
+    ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'l'],
+  );
+
+  const bdRows: string[][] = [];
+  for (const condition of CONDITIONS) {
+    for (const t of targets) {
+      const ss = samples.filter((s) => s.system === t.name && s.condition === condition && s.stages);
+      if (ss.length === 0) continue;
+      const med = (k: string) => median(ss.map((s) => s.stages![k] ?? Number.NaN).filter((v) => Number.isFinite(v)));
+      const p50 = median(ss.map((s) => s.fresh));
+      const cells = STAGES.map((k) => {
+        const v = med(k);
+        return Number.isFinite(v) ? `${fmtMs(v)} (${Math.round((v / p50) * 100)} %)` : '—';
+      });
+      bdRows.push([condition, t.name, fmtMs(p50), ...cells]);
+    }
+  }
+  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`)], bdRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
+
+  // The slowest drops of each oddsfiles system, with their stages: what makes the tail.
+  const slowRows: string[][] = [];
+  for (const condition of CONDITIONS) {
+    for (const t of targets.filter((x) => x.sys.kind === 'oddsfiles')) {
+      const ss = samples.filter((s) => s.system === t.name && s.condition === condition).sort((a, b) => b.fresh - a.fresh).slice(0, 3);
+      for (const s of ss) {
+        const st = s.stages ?? {};
+        slowRows.push([condition, t.name, fmtMs(s.fresh), ...STAGES.map((k) => (st[k] === undefined ? '—' : fmtMs(st[k]!)))]);
+      }
+    }
+  }
+  const slowTable = table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
+
+  const ref = (w: typeof watchSpaced) => median(w['fs.watch (inotify)'].latency);
+  const wRows = WATCHERS.map((name) => {
+    const a = watchSpaced[name];
+    const b = watchQuick[name];
+    const n = b.latency.length + b.missed;
+    return [
+      name,
+      fmtMs(median(a.latency)),
+      fmtMs(quantile(a.latency, 0.99)),
+      fmtX(median(a.latency) / ref(watchSpaced)),
+      `${a.missed} of ${a.latency.length + a.missed}`,
+      `${b.missed} of ${n} (${Math.round((b.missed / n) * 100)} %)`,
+      fmtMs(median(b.latency)),
+    ];
+  });
+  const wTable = table(
+    ['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'],
+    wRows,
+  );
+
+  const out = [
+    `${machineLine(machine)}`,
+    '',
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/freshness.ts${args.length ? ` ${args.join(' ')}` : ''}\`; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${DROPS} drops per system and condition, blocks of ${BLOCK} interleaved (shuffled order), background ${RATE}/s over the other ${OTHERS.length} feeds (${KB} KB each); ${measuredS} s of measurement. p99 of ${DROPS} samples is the largest but one at most (nearest rank).`,
+    '',
+    freshTable,
+    '',
+    'Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker\'s `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit). For bare: watcher = rename → announcement, reader as above.',
+    '',
+    bdTable,
+    '',
+    'The three slowest drops of each oddsfiles system (what makes its p99), with their stages (— : the worker\'s log line or the job was not found):',
+    '',
+    slowTable,
+    '',
+    'The watcher stage alone: renames of a 200 KB file into a folder watched by one watcher at a time (chokidar with the service\'s options, listening to `add` and `change` as the service does), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
+    '',
+    wTable,
+  ].join('\n');
+  process.stdout.write(`\n${out}\n`);
+  if (WRITE_DOC) await writeDocSection('freshness', out);
+
+  async function measureOne(t: Target, tmpl: DocTemplate, condition: Condition): Promise<Sample> {
+    const v = version(tmpl);
+    const tmp = join(t.sys.inbox, `.fresh-${process.pid}.tmp`);
+    await writeFile(tmp, v.bytes);
+    const t0 = nowMs();
+    await rename(tmp, join(t.sys.inbox, tmpl.feed.filename));
+    const r = await t.poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, t.etag, 10_000);
+    t.etag = v.etag;
+    await sleep(30 + Math.random() * 50);
+    return {
+      system: t.name,
+      condition,
+      fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
+      polls: r?.polls ?? 0,
+      t0,
+      served: r?.at ?? Number.NaN,
+      sha256: v.sha256,
+      generatedAt: v.generatedAt,
+    };
+  }
+}
+
+function bareStages(s: Sample, announced: Map<string, number>): Record<string, number> {
+  const ann = announced.get(s.sha256);
+  if (ann === undefined) return {};
+  return { watcher: ann - s.t0, reader: s.served - ann };
+}
+
+/** Attach each drop's stages from the worker's log line, its BullMQ job and the announcement. */
+async function breakdown(sys: OddsfilesSystem, block: Sample[], announced: Map<string, number>): Promise<void> {
+  const lines = sys.procs.flatMap((p) => p.readLines('"jobId"'));
+  const byGen = new Map(lines.filter((l) => l.filename === MEASURED.filename && l.outcome === 'published').map((l) => [l.generatedAt as string, l]));
+  const queue = sys.ingestQueue();
+  for (const s of block) {
+    const line = byGen.get(s.generatedAt);
+    const ann = announced.get(s.sha256);
+    if (!line || ann === undefined) continue;
+    const job = await queue.getJob(String(line.jobId));
+    if (!job?.processedOn) continue;
+    const timings = line.timings as Record<string, number>;
+    const logged = Date.parse(line.time as string);
+    const stages: Record<string, number> = {
+      watcher: job.data.receivedAt - s.t0,
+      queue: job.processedOn - job.data.receivedAt,
+      claim: logged - timings.total! - job.processedOn,
+      'read+validate': timings.read! + timings.validate!,
+      store: timings.store!,
+      commit: timings.commit!,
+      reader: s.served - ann,
+    };
+    stages.other = s.fresh - Object.values(stages).reduce((a, b) => a + b, 0);
+    s.stages = stages;
+  }
+}
+
+interface WatchPattern {
+  /** ms after every watcher saw the drop (or gave up) before it is moved out, as a claim does. */
+  readonly claimAfter: readonly [number, number];
+  /** ms after the claim before the next drop of the same filename. */
+  readonly nextAfter: readonly [number, number];
+}
+
+const WATCHERS = ['chokidar, no awaitWriteFinish (the service since 8f23389)', 'chokidar, awaitWriteFinish 50 ms (the service before 8f23389)', 'fs.watch (inotify)'] as const;
+type WatcherName = (typeof WATCHERS)[number];
+
+/**
+ * rename → event for one watcher, for `n` drops of the same filename, each moved out (claimed)
+ * shortly after the watcher reported it, the next one renamed in after a pause. A drop not
+ * reported within `missAfterMs` counts as missed (the service's rescan would find it within
+ * ingest.rescan, 5 s); it is claimed all the same.
+ */
+async function watcherStage(which: WatcherName, n: number, tmpl: DocTemplate, pattern: WatchPattern, missAfterMs = 300): Promise<{ latency: number[]; missed: number }> {
+  const dir = await tempDir('watch');
+  const away = join(dir, '.away');
+  await mkdir(away);
+  const name = tmpl.feed.filename;
+  let seen: number | undefined;
+  const out = { latency: [] as number[], missed: 0 };
+  const ignored = (p: string) => p !== dir && (p.split('/').pop() ?? '').startsWith('.');
+  // The service's options (src/ingest/watcher.ts), with or without awaitWriteFinish.
+  const options = { depth: 0, ignoreInitial: false, followSymlinks: false, ignored };
+  let close: () => Promise<void>;
+  if (which === 'fs.watch (inotify)') {
+    const raw = fsWatch(dir, (_e, f) => {
+      if (f === name && seen === undefined) seen = nowMs();
+    });
+    close = async () => raw.close();
+  } else {
+    const w = chokidarWatch(dir, which === WATCHERS[0] ? options : { ...options, awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 25 } });
+    // What the service listens to.
+    const on = (p: string) => {
+      if (p.endsWith(`/${name}`) && seen === undefined) seen = nowMs();
+    };
+    w.on('add', on);
+    w.on('change', on);
+    await new Promise<void>((r) => w.once('ready', () => r()));
+    close = () => w.close();
+  }
+  const between = ([a, b]: readonly [number, number]) => a + Math.random() * (b - a);
+  try {
+    for (let i = 0; i < n; i++) {
+      const v = version(tmpl);
+      const tmp = join(dir, '.w.tmp');
+      await writeFile(tmp, v.bytes);
+      seen = undefined;
+      const t0 = nowMs();
+      await rename(tmp, join(dir, name));
+      const deadline = t0 + missAfterMs;
+      while (seen === undefined && nowMs() < deadline) await sleep(1);
+      if (seen === undefined) out.missed++;
+      else out.latency.push(seen - t0);
+      await sleep(between(pattern.claimAfter));
+      await rename(join(dir, name), join(away, `${i}.json`));
+      await sleep(between(pattern.nextAfter));
+    }
+  } finally {
+    await close();
+  }
+  return out;
+}
+
+runMain(main);

@@ -1,0 +1,227 @@
+/**
+ * Growth: how freshness and ingest throughput change with the file size (20 KB, 200 KB, 2 MB,
+ * 20 MB; the example registry) and with the number of feeds (38, 380, 3,800 filenames of 20 KB;
+ * a generated registry of `split` bookmakers bk0001… × sports). Few rounds per point: a curve, not
+ * a precise figure.
+ *
+ *   npx tsx bench/growth.ts [--only size|feeds] [--no-doc]
+ *
+ * oddsfiles runs as `npm start` does (every role in one process). Per point, in the same run:
+ * freshness of one feed (drops alone, alternating with the bare reference pipeline of
+ * bench/bare-pipeline.ts) and throughput of rounds of many drops (alternating with the reference
+ * loop read + JSON.parse + write + fsync + rename).
+ */
+import { Redis } from 'ioredis';
+import { join } from 'node:path';
+import {
+  BareSystem,
+  docTemplate,
+  dropAndPoll,
+  EXAMPLE_FEEDS,
+  fmtInt,
+  fmtMs,
+  fmtX,
+  generatedRegistry,
+  ingestRound,
+  log,
+  machineInfo,
+  machineLine,
+  MANY_SPORTS,
+  median,
+  OddsfilesSystem,
+  Poller,
+  quantile,
+  quiesce,
+  REDIS_URL,
+  referenceRound,
+  runMain,
+  sleep,
+  table,
+  tempDir,
+  writeDocSection,
+  type DocTemplate,
+  type FixtureFeed,
+} from './common.js';
+
+const args = process.argv.slice(2);
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+const WRITE_DOC = !args.includes('--no-doc');
+const KB = 1024;
+
+interface Point {
+  readonly label: string;
+  readonly freshness: number[];
+  readonly bareFreshness: number[];
+  readonly rounds: { seconds: number; cpuMs: number; settled: boolean }[];
+  readonly refRounds: { seconds: number; cpuMs: number }[];
+  readonly dropsPerRound: number;
+  readonly bytesPerDrop: number;
+  note?: string;
+}
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  log(machineLine(machine));
+  const started = Date.now();
+  const bare = await BareSystem.start('growth-bare');
+  const barePoller = new Poller(bare.readerUrl, bare.key);
+  const redis = new Redis(REDIS_URL);
+  const refDir = await tempDir('growth-ref');
+  const bareEtags = new Map<string, string>();
+  // Warm the bare pipeline up (JIT, its folders) before it serves as the reference.
+  {
+    const t = docTemplate(EXAMPLE_FEEDS[0]!, 200 * KB);
+    for (let i = 0; i < 8; i++) bareEtags.set(t.feed.filename, (await dropAndPoll(bare, barePoller, t, bareEtags.get(t.feed.filename))).etag);
+  }
+
+  /** Freshness of `tmpl` on `sys`, alternating drop by drop with the bare pipeline. */
+  const freshness = async (sys: OddsfilesSystem, poller: Poller, tmpl: DocTemplate, n: number, point: Point) => {
+    let prev: string | undefined;
+    // Publish once on both (the first drop of a filename also creates its folders).
+    prev = (await dropAndPoll(sys, poller, tmpl, prev, 60_000)).etag;
+    bareEtags.set(tmpl.feed.filename, (await dropAndPoll(bare, barePoller, tmpl, bareEtags.get(tmpl.feed.filename), 60_000)).etag);
+    for (let i = 0; i < n; i++) {
+      await quiesce([...sys.pids(), ...bare.pids()], { maxMs: 10_000 });
+      const order = i % 2 === 0 ? (['odds', 'bare'] as const) : (['bare', 'odds'] as const);
+      for (const which of order) {
+        if (which === 'odds') {
+          const r = await dropAndPoll(sys, poller, tmpl, prev, 60_000);
+          prev = r.etag;
+          point.freshness.push(r.fresh);
+        } else {
+          const r = await dropAndPoll(bare, barePoller, tmpl, bareEtags.get(tmpl.feed.filename), 60_000);
+          bareEtags.set(tmpl.feed.filename, r.etag);
+          point.bareFreshness.push(r.fresh);
+        }
+        await sleep(30 + Math.random() * 40);
+      }
+    }
+  };
+
+  /** Throughput rounds alternating with the reference loop. */
+  const throughput = async (sys: OddsfilesSystem, templates: readonly DocTemplate[], rounds: number, point: Point, timeoutMs: number) => {
+    const quiet = () => [...sys.pids(), ...bare.pids()];
+    for (let r = 0; r < rounds; r++) {
+      const first = r % 2 === 0;
+      if (first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
+      point.rounds.push(await ingestRound(sys, templates, redis, quiet, timeoutMs));
+      if (!first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
+      log(`  ${point.label}: round ${r + 1}: ${fmtInt(templates.length / point.rounds.at(-1)!.seconds)} drops/s, reference ${fmtInt(templates.length / point.refRounds.at(-1)!.seconds)}/s`);
+    }
+  };
+
+  const newPoint = (label: string, dropsPerRound: number, bytesPerDrop: number): Point => ({ label, freshness: [], bareFreshness: [], rounds: [], refRounds: [], dropsPerRound, bytesPerDrop });
+
+  // -------------------------------------------------------------------- by file size
+  const sizePoints: Point[] = [];
+  if (only !== 'feeds') {
+    const sys = await OddsfilesSystem.start({ label: 'growth-size', shape: 'single' });
+    const poller = new Poller(sys.readerUrl!, sys.key);
+    const measured = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
+    for (const [label, bytes, freshN, files, rounds] of [
+      ['20 KB', 20 * KB, 12, 38, 3],
+      ['200 KB', 200 * KB, 12, 38, 3],
+      ['2 MB', 2 * KB * KB, 10, 38, 2],
+      ['20 MB', 20 * KB * KB, 5, 8, 1],
+    ] as const) {
+      log(`size ${label}…`);
+      const point = newPoint(label, files, bytes);
+      const feeds = EXAMPLE_FEEDS.slice(0, files);
+      const templates = feeds.map((f) => docTemplate(f, bytes));
+      await throughput(sys, templates, rounds, point, 180_000);
+      await freshness(sys, poller, docTemplate(measured, bytes), freshN, point);
+      sizePoints.push(point);
+      log(`  ${label}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
+    }
+    poller.close();
+    await sys.stop();
+  }
+
+  // -------------------------------------------------------------------- by number of feeds
+  const feedPoints: Point[] = [];
+  if (only !== 'size') {
+    for (const [bookmakers, sports, rounds, freshN] of [
+      [19, 1, 3, 12],
+      [19, 10, 2, 12],
+      [190, 10, 1, 12],
+    ] as const) {
+      const reg = generatedRegistry(bookmakers, MANY_SPORTS.slice(0, sports));
+      const n = reg.feeds.length;
+      log(`${n} feeds…`);
+      const sys = await OddsfilesSystem.start({ label: `growth-feeds${n}`, shape: 'single', config: reg.config });
+      const poller = new Poller(sys.readerUrl!, sys.key);
+      const point = newPoint(`${fmtInt(n)} feeds`, n, 20 * KB);
+      const templates = reg.feeds.map((f: FixtureFeed) => docTemplate(f, 20 * KB));
+      // The first round publishes every feed; with few rounds it is measured too (said so).
+      await throughput(sys, templates, rounds, point, 150_000);
+      await freshness(sys, poller, templates[0]!, freshN, point);
+      const files = await poller.get('/v1/files');
+      point.note = `/v1/files ${fmtInt(files.bytes)} B`;
+      feedPoints.push(point);
+      log(`  ${n}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
+      poller.close();
+      await sys.stop();
+    }
+  }
+  barePoller.close();
+  redis.disconnect();
+  const measuredS = Math.round((Date.now() - started) / 1000);
+
+  const rowsOf = (points: Point[]) =>
+    points.map((p) => {
+      const rate = p.dropsPerRound / median(p.rounds.map((r) => r.seconds));
+      const refRate = p.dropsPerRound / median(p.refRounds.map((r) => r.seconds));
+      const unsettled = p.rounds.filter((r) => !r.settled).length;
+      return [
+        p.label,
+        fmtMs(median(p.freshness)),
+        fmtMs(quantile(p.freshness, 0.99)),
+        fmtMs(median(p.bareFreshness)),
+        fmtX(median(p.freshness) / median(p.bareFreshness)),
+        `${p.dropsPerRound} × ${p.rounds.length}${unsettled ? ` (${unsettled} not settled in time)` : ''}`,
+        fmtInt(rate),
+        ((rate * p.bytesPerDrop) / 1e6).toFixed(1),
+        fmtInt(refRate),
+        fmtX(rate / refRate),
+        fmtMs(median(p.rounds.map((r) => r.cpuMs)) / p.dropsPerRound),
+        fmtMs(median(p.refRounds.map((r) => r.cpuMs)) / p.dropsPerRound),
+        p.note ?? '',
+      ];
+    });
+  const header = [
+    'point',
+    'freshness p50 ms',
+    'max ms',
+    'bare p50 ms',
+    'p50 / bare',
+    'drops × rounds',
+    'drops/s',
+    'MB/s',
+    'reference drops/s',
+    'vs reference',
+    'CPU ms / drop',
+    'reference CPU ms / drop',
+    '',
+  ];
+  const align = ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'] as const;
+  const out = [
+    machineLine(machine),
+    '',
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/growth.ts${args.length ? ` ${args.join(' ')}` : ''}\`; ${measuredS} s in all. oddsfiles as \`npm start\` runs it (one process). Freshness: drops of one feed alone, alternating drop by drop with the bare pipeline (max = the largest of few samples). Throughput: rounds of many drops renamed at once, alternating with the reference loop; medians. CPU ms / drop: all of the service's CPU for a round (until idle again: compression and manifest writes included) / drops.`,
+    '',
+    ...(sizePoints.length
+      ? ['By file size (example registry; throughput rounds of 38 files, 8 at 20 MB):', '', table(header, rowsOf(sizePoints), align), '']
+      : []),
+    ...(feedPoints.length
+      ? [
+          'By number of feeds (20 KB files; generated registry: 19 bookmakers × 1 sport, 19 × 10, 190 × 10, `split`; throughput rounds of every feed, the first of which publishes them all):',
+          '',
+          table(header, rowsOf(feedPoints), align),
+        ]
+      : []),
+  ].join('\n');
+  process.stdout.write(`\n${out}\n`);
+  if (WRITE_DOC) await writeDocSection(only ? `growth-${only}` : 'growth', out);
+}
+
+runMain(main);

@@ -1,0 +1,274 @@
+/**
+ * Memory: the reader's RSS (VmRSS / VmHWM from /proc/<pid>/status) once N files of S bytes are
+ * published and held (identity + gzip + br), against the budget 100 MB + 3 × published bytes; and
+ * what one 50 MB drop costs a worker-only process (VmHWM after − VmRSS before), against about
+ * twice its size.
+ *
+ *   npx tsx bench/memory.ts [--big-mb 50] [--no-doc]
+ *
+ * References measured in the same run: the reader's own RSS before anything is published, a bare
+ * Node process holding the same bytes and their gzip and br variants in Buffers, and, for the
+ * worker, a bare Node process that reads the same 50 MB file and JSON.parses it.
+ */
+import { spawn } from 'node:child_process';
+import { rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import {
+  catalogShas,
+  docTemplate,
+  EXAMPLE_FEEDS,
+  fmtMs,
+  fmtX,
+  generatedRegistry,
+  log,
+  machineInfo,
+  machineLine,
+  memOf,
+  OddsfilesSystem,
+  Poller,
+  quiesce,
+  REDIS_URL,
+  ROOT,
+  runMain,
+  sleep,
+  stage,
+  table,
+  version,
+  writeDocSection,
+  type DocTemplate,
+  type FixtureFeed,
+} from './common.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const BIG_MB = opt('big-mb', 50);
+const WRITE_DOC = !args.includes('--no-doc');
+const MB = 1e6;
+
+interface ReaderCase {
+  readonly name: string;
+  readonly feeds: readonly FixtureFeed[];
+  readonly bytes: number;
+  readonly config?: Record<string, unknown>;
+}
+
+const mb = (b: number) => (b / MB).toFixed(1);
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  log(machineLine(machine));
+  const many = generatedRegistry(19, ['soccer', 'basketball', 'tennis', 'hockey', 'baseball', 'rugby', 'cricket', 'handball', 'volleyball', 'darts']);
+  const cases: ReaderCase[] = [
+    { name: '38 files × 200 KB', feeds: EXAMPLE_FEEDS, bytes: 200 * 1024 },
+    { name: '38 files × 2 MB', feeds: EXAMPLE_FEEDS, bytes: 2 * 1024 * 1024 },
+    { name: '380 files × 200 KB', feeds: many.feeds, bytes: 200 * 1024, config: many.config },
+  ];
+  const readerRows: string[][] = [];
+  for (const c of cases) readerRows.push(await readerCase(c));
+
+  const worker = await workerCase();
+  readerRows.push(worker.readerRow);
+
+  const out = [
+    machineLine(machine),
+    '',
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/memory.ts${args.length ? ` ${args.join(' ')}` : ''}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
+    '',
+    table(
+      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', 'VmHWM', 'budget 100 MB + 3×', '(RSS − empty) / published', 'bare holder RSS', 'RSS / bare holder', 'within budget'],
+      readerRows,
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+    ),
+    '',
+    `Worker, one ${mb(worker.size)} MB drop (a worker-only process, \`--roles worker\`, with the watcher in its own process): VmRSS before, VmHWM after, and the same for a bare Node process that reads the file and JSON.parses it, and one that only reads it.`,
+    '',
+    table(['process', 'RSS before', 'VmHWM after', 'peak − before', '÷ drop size', 'target ≤ ~2×'], worker.rows, ['l', 'r', 'r', 'r', 'r', 'l']),
+    '',
+    `The drop's own timings (worker log): ${worker.timings}.`,
+  ].join('\n');
+  process.stdout.write(`\n${out}\n`);
+  if (WRITE_DOC) await writeDocSection('memory', out);
+}
+
+/** Publish every feed (one version each) and wait until the reader serves each one's br variant. */
+async function publishAll(sys: OddsfilesSystem, templates: readonly DocTemplate[], redis: Redis, poller: Poller | undefined): Promise<number> {
+  const versions = templates.map((t) => ({ name: t.feed.filename, ...version(t) }));
+  // In batches, as publishers would, so the inbox never holds hundreds of MB at once.
+  for (let i = 0; i < versions.length; i += 40) {
+    const batch = versions.slice(i, i + 40);
+    const staged = await stage(sys.inbox, batch);
+    for (const s of staged) await rename(s.tmp, s.final);
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      if (await sys.drained()) {
+        const shas = await catalogShas(redis, sys.catalogKey);
+        if (batch.every((x) => shas.get(x.name) === x.sha256)) break;
+      }
+      if (Date.now() > deadline) throw new Error('publishing did not settle in 180 s');
+      await sleep(20);
+    }
+  }
+  if (poller) {
+    for (const v of versions) {
+      const want = `"${v.sha256.slice(0, 32)}-br"`;
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const r = await poller.get(`/v1/data/${v.name}`, { 'accept-encoding': 'br', 'if-none-match': want });
+        if (r.status === 304 && r.etag === want) break;
+        if (Date.now() > deadline) throw new Error(`the reader never served ${v.name} as br`);
+        await sleep(20);
+      }
+    }
+  }
+  return versions.reduce((s, v) => s + v.bytes.length, 0);
+}
+
+async function readerCase(c: ReaderCase): Promise<string[]> {
+  log(`reader: ${c.name}…`);
+  const templates = c.feeds.map((f) => docTemplate(f, c.bytes));
+  const sys = await OddsfilesSystem.start({ label: 'mem-reader', shape: 'pair', config: c.config });
+  const redis = new Redis(REDIS_URL);
+  const poller = new Poller(sys.readerUrl!, sys.key);
+  try {
+    const readerPid = sys.reader!.pid;
+    await sleep(1000);
+    await quiesce(sys.pids());
+    const empty = memOf(readerPid).rss;
+    await publishAll(sys, templates, redis, poller);
+    await quiesce(sys.pids());
+    const first = memOf(readerPid).rss;
+    const published = await publishAll(sys, templates, redis, poller);
+    await quiesce(sys.pids());
+    const m = memOf(readerPid);
+    const holder = await bareHolder(sys, redis);
+    const budget = 100 * MB + 3 * published;
+    return [
+      c.name,
+      `${mb(published)} MB`,
+      `${mb(empty)} MB`,
+      `${mb(first)} MB`,
+      `${mb(m.rss)} MB`,
+      `${mb(m.hwm)} MB`,
+      `${mb(budget)} MB`,
+      fmtX((m.rss - empty) / published),
+      `${mb(holder)} MB`,
+      fmtX(m.rss / holder),
+      `RSS ${m.rss <= budget ? 'yes' : '**no**'}, HWM ${m.hwm <= budget ? 'yes' : '**no**'}`,
+    ];
+  } finally {
+    poller.close();
+    redis.disconnect();
+    await sys.stop();
+  }
+}
+
+/** RSS of a bare Node process holding the current version of every file, gzip and br too. */
+async function bareHolder(sys: OddsfilesSystem, redis: Redis): Promise<number> {
+  const flat = await redis.hgetall(sys.catalogKey);
+  const objects = Object.values(flat).map((j) => join(sys.dataDir, 'store', (JSON.parse(j) as { object: string }).object));
+  const code = `
+    import { readFileSync } from 'node:fs';
+    import { gzipSync, brotliCompressSync, constants } from 'node:zlib';
+    const held = [];
+    for (const f of JSON.parse(process.env.OBJECTS)) {
+      const b = readFileSync(f);
+      held.push(b, gzipSync(b, { level: 6 }), brotliCompressSync(b, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT, [constants.BROTLI_PARAM_SIZE_HINT]: b.length } }));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    process.stdout.write(String(process.memoryUsage().rss) + '\\n');`;
+  return Number(await runNode(code, { OBJECTS: JSON.stringify(objects) }));
+}
+
+function runNode(code: string, env: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.once('exit', (codeNo) => (codeNo === 0 ? resolve(out.trim()) : reject(new Error(`node -e exited ${codeNo}`))));
+  });
+}
+
+async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; timings: string; size: number }> {
+  log(`worker: one ${BIG_MB} MB drop…`);
+  const feed = EXAMPLE_FEEDS.find((f) => f.filename === 'site_pregame_northwind_soccer.json')!;
+  const template = docTemplate(feed, BIG_MB * MB);
+  // watcher | worker | reader, one process each: the worker's peak is its own.
+  const sys = await OddsfilesSystem.start({ label: 'mem-worker', shape: 'split' });
+  const redis = new Redis(REDIS_URL);
+  const poller = new Poller(sys.readerUrl!, sys.key);
+  try {
+    const workerPid = sys.worker.pid;
+    const readerPid = sys.reader!.pid;
+    await sleep(1000);
+    await quiesce(sys.pids());
+    const before = memOf(workerPid).rss;
+    const readerEmpty = memOf(readerPid).rss;
+    const size = await publishAll(sys, [template], redis, poller);
+    await quiesce(sys.pids());
+    const after = memOf(workerPid).hwm;
+    const reader = memOf(readerPid);
+    const line = sys.procs.flatMap((p) => p.readLines('"jobId"')).find((l) => l.outcome === 'published');
+    const t = (line?.timings ?? {}) as Record<string, number>;
+    const timings = Object.entries(t)
+      .map(([k, v]) => `${k} ${fmtMs(v)} ms`)
+      .join(', ');
+
+    // The same file for the bare processes: what the store holds.
+    const flat = await redis.hgetall(sys.catalogKey);
+    const object = join(sys.dataDir, 'store', (JSON.parse(Object.values(flat)[0]!) as { object: string }).object);
+    const bare = async (parse: boolean) => {
+      const code = `
+        import { readFileSync } from 'node:fs';
+        const mem = () => Object.fromEntries(readFileSync('/proc/self/status', 'utf8').split('\\n').filter((l) => l.startsWith('Vm')).map((l) => [l.split(':')[0], Number(l.split(/\\s+/)[1]) * 1024]));
+        await new Promise((r) => setTimeout(r, 200));
+        const before = mem().VmRSS;
+        const bytes = readFileSync(process.env.OBJECT);
+        ${parse ? 'const doc = JSON.parse(bytes.toString("utf8")); if (!doc.generated_at) throw new Error("?");' : ''}
+        process.stdout.write(JSON.stringify({ before, hwm: mem().VmHWM }) + '\\n');`;
+      return JSON.parse(await runNode(code, { OBJECT: object })) as { before: number; hwm: number };
+    };
+    const parsed = await bare(true);
+    const readOnly = await bare(false);
+    const row = (name: string, b: number, h: number, target: boolean) => [
+      name,
+      `${mb(b)} MB`,
+      `${mb(h)} MB`,
+      `${mb(h - b)} MB`,
+      fmtX((h - b) / size),
+      target ? ((h - b) / size <= 2.2 ? 'met' : '**missed**') : '',
+    ];
+    const budget = 100 * MB + 3 * size;
+    return {
+      size,
+      timings,
+      rows: [
+        row('oddsfiles worker (`--roles worker`)', before, after, true),
+        row('bare: read + JSON.parse', parsed.before, parsed.hwm, false),
+        row('bare: read only', readOnly.before, readOnly.hwm, false),
+      ],
+      readerRow: [
+        `1 file × ${BIG_MB} MB (once)`,
+        `${mb(size)} MB`,
+        `${mb(readerEmpty)} MB`,
+        `${mb(reader.rss)} MB`,
+        '—',
+        `${mb(reader.hwm)} MB`,
+        `${mb(budget)} MB`,
+        fmtX((reader.rss - readerEmpty) / size),
+        '—',
+        '—',
+        `RSS ${reader.rss <= budget ? 'yes' : '**no**'}, HWM ${reader.hwm <= budget ? 'yes' : '**no**'}`,
+      ],
+    };
+  } finally {
+    poller.close();
+    redis.disconnect();
+    await sys.stop();
+  }
+}
+
+runMain(main);
