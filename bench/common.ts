@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { baseEnv, BIN, ROOT, runCli } from '../test/helpers/service.js';
+import { dropPrefix } from '../test/helpers/redis.js';
 import { EXAMPLE_FEEDS, generateDocument, type FixtureFeed } from '../test/fixtures/corpus.js';
 
 export { EXAMPLE_FEEDS, ROOT, type FixtureFeed };
@@ -66,18 +67,12 @@ export function uniquePrefix(label: string): string {
   return `bench-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }
 
-export async function dropPrefix(prefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: false });
-  try {
-    let cursor = '0';
-    do {
-      const [next, found] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (found.length) await redis.unlink(...found);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
+export { dropPrefix };
+
+/** A numeric command-line option: `--name 12`. */
+export function numberArg(name: string, fallback: number, args: readonly string[] = process.argv.slice(2)): number {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
 }
 
 export async function tempDir(label: string): Promise<string> {

@@ -47,13 +47,11 @@ import {
   writeDocSection,
   type DocTemplate,
   type System,
+  numberArg,
 } from './common.js';
 
 const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
+const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const DROPS = opt('drops', 40);
 const BLOCK = opt('block', 10);
 const RATE = opt('rate', 100);

@@ -42,13 +42,11 @@ import {
   version,
   writeDocSection,
   type OddsfilesOptions,
+  numberArg,
 } from './common.js';
 
 const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
+const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const ROUNDS = opt('rounds', 6);
 const KB = opt('kb', 200);
 const PROFILE = args.includes('--profile');

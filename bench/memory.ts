@@ -38,13 +38,11 @@ import {
   writeDocSection,
   type DocTemplate,
   type FixtureFeed,
+  numberArg,
 } from './common.js';
 
 const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
+const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const BIG_MB = opt('big-mb', 50);
 const WRITE_DOC = !args.includes('--no-doc');
 const MB = 1e6;

@@ -44,13 +44,11 @@ import {
   which,
   writeConfig,
   writeDocSection,
+  numberArg,
 } from './common.js';
 
 const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
+const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const ROUNDS = opt('rounds', 3);
 const DURATION = opt('duration', 4);
 const CONNECTIONS = opt('connections', 32);

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
+import { dropPrefix } from '../test/helpers/redis.js';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
@@ -279,19 +280,6 @@ function fmt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
-async function dropPrefix(prefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  try {
-    let cursor = '0';
-    do {
-      const [next, found] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (found.length) await redis.unlink(...found);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-}
 
 const serveIndex = process.argv.indexOf('--serve');
 if (serveIndex >= 0) {
