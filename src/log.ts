@@ -1,8 +1,19 @@
 /**
  * Logging with pino: JSON lines, one per event; pretty when a terminal is attached. The API key
  * header and anything that may hold a secret are redacted at the source.
+ *
+ * `async: true` (the `start` command, when stdout is not a terminal): lines go through a buffered
+ * asynchronous destination (pino.destination, sync: false) instead of one write(2) per line.
+ * Request lines (REQUEST_LINE_MSG below warn, one per request: reader/request-log.ts) are written
+ * in blocks of 4 KiB, or within a second when traffic is low; every other line is written at once
+ * (asynchronously), so operational lines are not held back. Whatever is buffered is written
+ * synchronously when the process exits, also on a crash (pino registers a flushSync on the
+ * process 'exit' event for such destinations; pino.final is gone since pino 7), and
+ * `logger.fatal` always writes synchronously. Only a SIGKILL or a power cut loses the buffer
+ * (at most 4 KiB or one second of request lines). At an exit while an asynchronous write is under
+ * way, the last lines may come out before that write's (pino's exit handler cannot wait for it).
  */
-import { pino, type Logger } from 'pino';
+import { pino, type Logger, type LoggerOptions as PinoOptions } from 'pino';
 
 export type { Logger };
 
@@ -18,9 +29,30 @@ export const REDACT_PATHS = [
   'secret',
 ];
 
-export function createLogger(options: { level: string; name?: string; pretty?: boolean; destination?: NodeJS.WritableStream }): Logger {
+/** The message of the per-request line: the only lines an asynchronous logger holds back. */
+export const REQUEST_LINE_MSG = 'request';
+
+/** How much an asynchronous logger buffers, and how long at most (ms). */
+const ASYNC_MIN_LENGTH = 4096;
+const ASYNC_FLUSH_EVERY_MS = 1000;
+const WARN = 40;
+/** pino writes a fatal line synchronously itself. */
+const FATAL = 60;
+
+export interface LoggerOptions {
+  readonly level: string;
+  readonly name?: string;
+  /** Pretty output (pino-pretty); default: when stdout is a terminal. */
+  readonly pretty?: boolean;
+  /** Where the JSON lines go instead of stdout (tests). */
+  readonly destination?: NodeJS.WritableStream;
+  /** Buffered asynchronous stdout (see above); only when not pretty, without `destination`, and stdout is not a terminal. */
+  readonly async?: boolean;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
   const pretty = options.pretty ?? Boolean(process.stdout.isTTY);
-  const base = {
+  const base: PinoOptions = {
     level: options.level,
     name: options.name ?? 'oddsfiles',
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
@@ -29,5 +61,52 @@ export function createLogger(options: { level: string; name?: string; pretty?: b
   if (pretty && !options.destination) {
     return pino({ ...base, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } });
   }
-  return options.destination ? pino(base, options.destination as pino.DestinationStream) : pino(base);
+  if (options.destination) return pino(base, options.destination as pino.DestinationStream);
+  if (options.async && !process.stdout.isTTY) return asyncLogger(base);
+  return pino(base);
+}
+
+function asyncLogger(base: PinoOptions): Logger {
+  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS });
+  // A line that must not wait: write the buffer now, or, when a write is under way (flush does
+  // nothing then), as soon as it is done.
+  let wanted = false;
+  dest.on('drain', () => {
+    if (!wanted) return;
+    wanted = false;
+    dest.flush();
+  });
+  const promptly = () => {
+    wanted = true;
+    dest.flush();
+  };
+  return pino(
+    {
+      ...base,
+      hooks: {
+        logMethod(args, method, level) {
+          method.apply(this, args);
+          if (level < FATAL && (level >= WARN || args[args.length - 1] !== REQUEST_LINE_MSG)) promptly();
+        },
+      },
+    },
+    dest,
+  );
+}
+
+/** Write what the logger buffers and wait for it (at most `timeoutMs`); never rejects. */
+export function flushLogger(log: Logger, timeoutMs = 1000): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    timer.unref();
+    try {
+      log.flush(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    } catch {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
 }

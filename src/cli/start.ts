@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
-import { createLogger } from '../log.js';
+import { createLogger, flushLogger } from '../log.js';
 import { ROLES, startService, type Role } from '../service.js';
 import type { CliContext } from './context.js';
 
@@ -21,12 +21,14 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
     .action(async (opts: { roles: string }) => {
       const roles = parseRoles(opts.roles);
       const config = ctx.config();
-      const log = createLogger({ level: config.logLevel });
+      // Buffered, asynchronous writes when stdout is not a terminal (a request line each request).
+      const log = createLogger({ level: config.logLevel, async: true });
       const service = await startService(config, roles, log);
       await new Promise<void>((resolve) => {
         let stopping = false;
         const stop = (signal: string) => {
           if (stopping) {
+            // process.exit runs the 'exit' handlers: pino writes what it buffers synchronously.
             log.warn('second signal: exiting now');
             process.exit(1);
           }
@@ -38,6 +40,6 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
       log.info('stopped');
-      log.flush?.();
+      await flushLogger(log);
     });
 }

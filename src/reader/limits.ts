@@ -1,25 +1,31 @@
 /**
- * Rate limits kept in Redis, so they hold across every reader process (CONTRACT §4), built on
- * @fastify/rate-limit: its Redis store (a fixed window per counter: INCR, PEXPIRE on the first
- * hit, in one Lua script) and its `createRateLimit` decorator, which counts without adding a hook
- * of its own. The reader calls the limiters from its own hooks so that the order of checks stays
- * 401 → 429 → 404 → 403, and writes the headers itself (the plugin only knows the older draft's).
+ * Rate limits kept in Redis, so they hold across every reader process (CONTRACT §4). The reader
+ * calls the limiters from its own hooks so that the order of checks stays 401 → 429 → 404 → 403,
+ * and writes the headers itself.
  *
  * - Plans: `rate: { max, per }` of the principal's plan, counted per API key (`key:<id>`) or per
- *   marketplace subscriber (`subscriber:<marketplace>:<user>`). A principal without a rate (a key
- *   without a plan, or whose plan has no `rate`) is not limited and gets no RateLimit headers.
+ *   marketplace subscriber (`subscriber:<marketplace>:<user>`), a fixed window per counter in
+ *   Redis (`<prefix>:rate:<rateKey>`, TTL the window). Each reader leases tokens of a counter in
+ *   blocks (lease.ts, one Lua INCRBY per block: lease-script.ts) and decides requests alone while
+ *   it holds one, so most requests cost no Redis round. Blocks shrink as the window fills: across
+ *   all readers at most `max` requests are allowed per window, never more. A principal without a
+ *   rate (a key without a plan, or whose plan has no `rate`) is not limited and gets no RateLimit
+ *   headers.
  * - Failed authentication, per client address (`request.ip`: trust_proxy decides whether
- *   X-Forwarded-For names it; IPv6 counted per /64): over `reader.auth_failures` every request
- *   from that address that presents credentials gets 429 until the window passes, valid key or
- *   not, so that a lucky guess cannot be told apart from a miss. Requests without any credential
- *   are not counted (there is nothing to guess), nor are requests with a valid marketplace secret
- *   (a marketplace's proxy speaks for all its subscribers from a few addresses). Failures are
- *   counted in Redis; the reader that sees an address go over announces the lockout on a channel,
- *   and every reader keeps the locked addresses in memory, so that a request with a valid key
- *   costs no Redis round for this check (one per request, the plan counter, is enough).
- * - Redis down or slow: fail open. The request is served (the plan's RateLimit-Policy still sent),
- *   a warning is logged at most every 10 s, and oddsfiles_rate_limit_unavailable_total{scope}
- *   counts it. Readers keep serving while Redis is away; limits resume when it is back.
+ *   X-Forwarded-For names it; IPv6 counted per /64), with @fastify/rate-limit's Redis store and
+ *   its `createRateLimit` decorator (which counts without adding a hook of its own): over
+ *   `reader.auth_failures` every request from that address that presents credentials gets 429
+ *   until the window passes, valid key or not, so that a lucky guess cannot be told apart from a
+ *   miss. Requests without any credential are not counted (there is nothing to guess), nor are
+ *   requests with a valid marketplace secret (a marketplace's proxy speaks for all its subscribers
+ *   from a few addresses). Failures are counted in Redis; the reader that sees an address go over
+ *   announces the lockout on a channel, and every reader keeps the locked addresses in memory, so
+ *   that a request with a valid key costs no Redis round for this check.
+ * - Redis down or slow: fail open. A request that needs Redis (a lease, a failure to count) is
+ *   served (the plan's RateLimit-Policy still sent), a warning is logged at most every 10 s, and
+ *   oddsfiles_rate_limit_unavailable_total{scope} counts it. Tokens already leased are still used,
+ *   and a window known to be full still answers 429. Readers keep serving while Redis is away;
+ *   limits resume when it is back.
  */
 import rateLimitPlugin, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -28,6 +34,8 @@ import { Counter, type Registry } from 'prom-client';
 import type { Rate } from '../config.js';
 import type { Principal } from '../keys/ring.js';
 import type { Logger } from '../log.js';
+import { createTokenLeases, type Take } from './lease.js';
+import { redisLease } from './lease-script.js';
 import type { RateDecision, RateLimitCheck } from './rate-limit.js';
 
 export type LimitScope = 'key' | 'subscriber' | 'auth_failures';
@@ -37,7 +45,7 @@ export interface ReaderLimitsDeps {
   readonly redis: Redis;
   /** A subscriber connection, to hear of lockouts decided by other readers. */
   readonly subscriber?: Redis | undefined;
-  /** REDIS_PREFIX: counters are `<prefix>:rate:<scope>:<id>`. */
+  /** REDIS_PREFIX: counters are `<prefix>:rate:<rateKey>` and `<prefix>:rate:auth_failures:<address>`. */
   readonly prefix: string;
   /** config.reader.authFailures. */
   readonly authFailures: Rate;
@@ -45,6 +53,8 @@ export interface ReaderLimitsDeps {
   readonly metrics?: { rateLimited(scope: string): void; readonly registry?: Registry } | undefined;
   /** Least time between two "limiter unavailable" warnings (default 10 s). */
   readonly warnEveryMs?: number;
+  /** How many plan counters a reader keeps at most (default 100 000). */
+  readonly maxCounters?: number;
 }
 
 /** The address lockout after failed authentications. */
@@ -69,6 +79,8 @@ interface PolicyHeaders {
   readonly limit: string;
   readonly policy: string;
   readonly windowS: number;
+  readonly keyDetail: string;
+  readonly subscriberDetail: string;
   /** What is sent when the count is unknown (Redis away). */
   readonly degraded: Readonly<Record<string, string>>;
 }
@@ -95,15 +107,6 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     });
     return limiter!;
   };
-  const planLimiter = await limiterIn({
-    global: false,
-    redis,
-    nameSpace,
-    skipOnError: false,
-    keyGenerator: (req) => (req.principal as Principal).rateKey,
-    max: (req) => (req.principal as Principal).rate!.max,
-    timeWindow: (req) => (req.principal as Principal).rate!.perMs,
-  });
   const failureLimiter = await limiterIn({
     global: false,
     redis,
@@ -144,46 +147,61 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
       const name = principal.plan ?? 'default';
       const windowS = Math.max(1, Math.ceil(rate.perMs / 1000));
       const policy = `"${name}";q=${rate.max};w=${windowS}`;
-      p = { name, limit: String(rate.max), policy, windowS, degraded: { 'ratelimit-limit': String(rate.max), 'ratelimit-policy': policy } };
+      p = {
+        name,
+        limit: String(rate.max),
+        policy,
+        windowS,
+        keyDetail: `Your key allows ${rate.max} requests per ${windowS} s`,
+        subscriberDetail: `Your subscription allows ${rate.max} requests per ${windowS} s`,
+        degraded: { 'ratelimit-limit': String(rate.max), 'ratelimit-policy': policy },
+      };
       policies.set(principal, p);
     }
     return p;
   };
 
-  const check: RateLimitCheck = async (principal, request) => {
-    const rate = principal.rate;
-    if (rate === undefined) return PASS;
-    const p = policyOf(principal, rate);
-    const scope: LimitScope = principal.kind === 'subscriber' ? 'subscriber' : 'key';
-    let r: LimiterResult;
-    try {
-      if (redisResting()) throw RESTING;
-      r = await planLimiter(request);
-    } catch (err) {
-      failOpen(scope, err);
-      return { allowed: true, headers: p.degraded };
-    }
-    if (r.isAllowed) return PASS;
-    const t = r.ttlInSeconds > 0 ? r.ttlInSeconds : p.windowS;
-    const remaining = r.isExceeded ? 0 : r.remaining;
+  // The plan counters: tokens leased from Redis in blocks, requests decided in this process while
+  // a token is left (see lease.ts). While Redis rests after a failure, a lease fails at once.
+  const leaseInRedis = redisLease(redis, nameSpace);
+  const leases = createTokenLeases({
+    lease: (key, n, windowMs) => (redisResting() ? Promise.reject(RESTING) : leaseInRedis(key, n, windowMs)),
+    ...(deps.maxCounters !== undefined ? { maxCounters: deps.maxCounters } : {}),
+  });
+
+  const decide = (principal: Principal, p: PolicyHeaders, t: Take): RateDecision => {
+    const reset = t.resetMs > 0 ? Math.ceil(t.resetMs / 1000) : p.windowS;
     const headers = {
       'ratelimit-limit': p.limit,
-      'ratelimit-remaining': String(remaining),
-      'ratelimit-reset': String(t),
+      'ratelimit-remaining': String(t.remaining),
+      'ratelimit-reset': String(reset),
       'ratelimit-policy': p.policy,
-      ratelimit: `"${p.name}";r=${remaining};t=${t}`,
+      ratelimit: `"${p.name}";r=${t.remaining};t=${reset}`,
     };
-    if (!r.isExceeded) return { allowed: true, headers };
-    metrics?.rateLimited(scope);
+    if (t.allowed) return { allowed: true, headers };
+    const subscriber = principal.kind === 'subscriber';
+    metrics?.rateLimited(subscriber ? 'subscriber' : 'key');
     return {
       allowed: false,
       headers,
-      retryAfterS: t,
-      detail:
-        scope === 'subscriber'
-          ? `Your subscription allows ${rate.max} requests per ${p.windowS} s; retry after ${t} s.`
-          : `Your key allows ${rate.max} requests per ${p.windowS} s; retry after ${t} s.`,
+      retryAfterS: reset,
+      detail: `${subscriber ? p.subscriberDetail : p.keyDetail}; retry after ${reset} s.`,
     };
+  };
+
+  const check: RateLimitCheck = (principal) => {
+    const rate = principal.rate;
+    if (rate === undefined) return PASS;
+    const p = policyOf(principal, rate);
+    const t = leases.take(principal.rateKey, rate.max, rate.perMs);
+    if (!(t instanceof Promise)) return decide(principal, p, t);
+    return t.then(
+      (taken) => decide(principal, p, taken),
+      (err: unknown): RateDecision => {
+        failOpen(principal.kind === 'subscriber' ? 'subscriber' : 'key', err);
+        return { allowed: true, headers: p.degraded };
+      },
+    );
   };
 
   // Locked-out addresses and until when, learnt from this reader's failures and from the others'

@@ -5,6 +5,7 @@
  */
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import { scrubKeys } from '../keys/secret.js';
+import { REQUEST_LINE_MSG } from '../log.js';
 
 export class ReaderLogController extends LogController {
   override incomingRequest(): void {}
@@ -22,6 +23,7 @@ export class ReaderLogController extends LogController {
       ip: request.ip,
     };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else reply.log.info(line, 'request');
+    // REQUEST_LINE_MSG: an asynchronous logger (log.ts) buffers these lines, and only these.
+    else reply.log.info(line, REQUEST_LINE_MSG);
   }
 }
