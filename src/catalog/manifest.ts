@@ -21,6 +21,17 @@ export function toManifest(snapshot: CatalogSnapshot, now: Date): Manifest {
 }
 
 /**
+ * The bytes of the manifest at `seq` from each entry's JSON (as the catalog stores it, as
+ * JSON.stringify writes it), `files` sorted by filename: the same bytes as
+ * JSON.stringify(toManifest(...)) of that snapshot, without parsing and re-serializing every entry.
+ */
+export function renderManifest(seq: number, now: Date, files: Iterable<readonly [string, string]>): Buffer {
+  const parts: string[] = [];
+  for (const [filename, json] of files) parts.push(`${JSON.stringify(filename)}:${json}`);
+  return Buffer.from(`{"format":1,"seq":${JSON.stringify(seq)},"written_at":${JSON.stringify(now.toISOString())},"files":{${parts.join(',')}}}`);
+}
+
+/**
  * Write the manifest from the current catalog. Two workers may race (A snapshots seq 5, B writes
  * seq 6, A writes seq 5): after writing, each checks the catalog's seq and writes again until what
  * it wrote is current, so the last writer always leaves the newest manifest behind.

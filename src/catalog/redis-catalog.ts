@@ -41,7 +41,15 @@ export interface Catalog {
   commit(entry: CatalogEntry, keepVersions: number): Promise<CommitResult>;
   get(filename: string): Promise<CatalogEntry | undefined>;
   snapshot(): Promise<CatalogSnapshot>;
+  /** The same snapshot with each entry as stored (its JSON, unparsed), sorted by filename. */
+  snapshotJson(): Promise<CatalogJsonSnapshot>;
   seq(): Promise<number>;
+}
+
+export interface CatalogJsonSnapshot {
+  readonly seq: number;
+  /** [filename, entry JSON], sorted by filename. */
+  readonly entries: readonly (readonly [string, string])[];
 }
 
 export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
@@ -78,6 +86,13 @@ export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
       const entries: CatalogEntry[] = [];
       for (let i = 1; i < flat.length; i += 2) entries.push(JSON.parse(flat[i] as string) as CatalogEntry);
       entries.sort((a, b) => (a.filename < b.filename ? -1 : 1));
+      return { seq: Number(seq), entries };
+    },
+    async snapshotJson() {
+      const [seq, flat] = (await redis.eval(SNAPSHOT_LUA, 2, keys.catalog, keys.catalogSeq)) as [string, string[]];
+      const entries: [string, string][] = [];
+      for (let i = 1; i < flat.length; i += 2) entries.push([flat[i - 1] as string, flat[i] as string]);
+      entries.sort((a, b) => (a[0] < b[0] ? -1 : 1));
       return { seq: Number(seq), entries };
     },
     async seq() {

@@ -87,11 +87,21 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string)
   return { claimId, name, path };
 }
 
+/** What readClaim read, with the size and mtime of the file (its fstat, taken before reading). */
+export interface ClaimRead {
+  readonly bytes: Buffer;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
 /**
  * Read a claimed drop, refusing regular files over the limit without reading them, and anything
- * that is not a regular file (a FIFO would block, a directory cannot be read).
+ * that is not a regular file (a FIFO would block, a directory cannot be read). One open, one
+ * fstat, the reads, one close: `beforeRead(size)` is called between the fstat and the first read
+ * (the publish step waits there for its memory budget), and the fstat's size and mtime are
+ * returned, so no separate lstat is needed to settle a drop written in place.
  */
-export async function readClaim(path: string, maxBytes: number): Promise<Buffer> {
+export async function readClaim(path: string, maxBytes: number, beforeRead?: (size: number) => Promise<void> | void): Promise<ClaimRead> {
   // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
   // O_NONBLOCK: opening a FIFO does not wait for a writer.
   let fh;
@@ -107,6 +117,7 @@ export async function readClaim(path: string, maxBytes: number): Promise<Buffer>
     const st = await fh.stat();
     if (!st.isFile()) throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
+    await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
     const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);
     let filled = 0;
@@ -117,7 +128,7 @@ export async function readClaim(path: string, maxBytes: number): Promise<Buffer>
       if (filled === buf.length) break;
     }
     if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
-    return filled === buf.length ? buf : buf.subarray(0, filled);
+    return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs };
   } finally {
     await fh.close();
   }

@@ -44,6 +44,12 @@ export interface PublisherDeps {
   /** Remember a rejection for `status` (best effort). */
   readonly recordRejection?: (record: RejectionRecord) => Promise<void>;
   readonly now?: () => Date;
+  /**
+   * Called synchronously right after a commit whose outcome is `published` (before the manifest
+   * covers it), with the exact bytes written to the store under `entry.object`. Must not keep the
+   * publish waiting; whatever it throws is logged and ignored.
+   */
+  readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
 }
 
 export interface Publisher {
@@ -64,33 +70,51 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   // took the process from 110 to 357 MB RSS; four at once to 893 MB). Drops are read and
   // validated within a byte budget of one maximal document, so memory stays bounded whatever the
   // concurrency: small drops run side by side, large ones one at a time.
+  // The budget is taken once the claim is open and its size known (its fstat), before reading it,
+  // and held until the drop is settled.
   const budget = createByteBudget(Math.max(deps.config.limits.maxFileBytes, 8 * 1024 * 1024));
   const publish = async (claim: Claim, receivedAt: Date): Promise<DropResult> => {
-    const size = await lstat(claim.path).then((st) => (st.isFile() ? st.size : 0), () => 0);
-    await budget.acquire(size);
+    let held = 0;
+    const hold = async (size: number) => {
+      if (size === held) return;
+      // Re-read at another size (a drop written in place): give back, then wait for the new size.
+      budget.release(held);
+      held = 0;
+      await budget.acquire(size);
+      held = size;
+    };
     try {
-      return await publishWithin(claim, receivedAt);
+      return await publishWithin(claim, receivedAt, hold);
     } finally {
-      budget.release(size);
+      budget.release(held);
     }
   };
-  const publishWithin = async (claim: Claim, receivedAt: Date): Promise<DropResult> => {
+  const publishWithin = async (claim: Claim, receivedAt: Date, hold: (size: number) => Promise<void>): Promise<DropResult> => {
     const t0 = performance.now();
     const timings: Record<string, number> = {};
     const lap = (name: string, since: number) => {
-      timings[name] = Math.round((performance.now() - since) * 100) / 100;
-      return performance.now();
+      const t = performance.now();
+      timings[name] = Math.round((t - since) * 100) / 100;
+      return t;
     };
     try {
       const feed = parseFilename(deps.registry, claim.name);
       if (!feed) throw new RejectionError('unknown_filename', `"${claim.name}" is not a feed filename of the registry`);
       const bookmaker = deps.registry.bookmakers.get(feed.bookmaker)!;
-      const doc = await readSettled(claim.path, deps.config, (raw) => deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() }));
-      let t = lap('read', t0);
+      // The published entry, read while the drop is read and validated. Only the fast path's
+      // decision (unchanged, superseded) uses it; the commit's script decides newest-wins again.
+      const currentP = deps.catalog.get(feed.filename);
+      currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
+      let readAt = t0;
+      const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
+        readAt = performance.now();
+        return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() });
+      });
+      timings.read = Math.round((readAt - t0) * 100) / 100;
       const sha256 = createHash('sha256').update(doc.bytes).digest('hex');
-      t = lap('validate', t);
+      let t = lap('validate', readAt);
 
-      const current = await deps.catalog.get(feed.filename);
+      const current = await currentP;
       let outcome: CommitOutcome;
       if (current?.sha256 === sha256) {
         outcome = 'unchanged';
@@ -114,8 +138,15 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         t = lap('commit', t);
         outcome = result.outcome;
         if (outcome === 'published') {
+          if (deps.onPublished) {
+            try {
+              deps.onPublished(entry, result.seq, doc.bytes);
+            } catch (err) {
+              deps.log.warn({ err: { message: (err as Error)?.message }, filename: feed.filename }, 'the onPublished hook failed; ignored');
+            }
+          }
           // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
-          manifest.committed(result.seq, feed.filename, result.evicted, claim.path);
+          manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry);
         }
       }
       if (outcome === 'unchanged') {
@@ -152,13 +183,21 @@ export function createPublisher(deps: PublisherDeps): Publisher {
  * file has stayed unchanged for `ingest.settle`, re-read each time it changed, for at most
  * `max(20 × settle, 5 s)`. Over the size limit is final at once.
  */
-async function readSettled<T>(path: string, config: Pick<Config, 'limits' | 'ingest'>, validate: (raw: Buffer) => T): Promise<T> {
+async function readSettled<T>(
+  path: string,
+  config: Pick<Config, 'limits' | 'ingest'>,
+  beforeRead: (size: number) => Promise<void>,
+  validate: (raw: Buffer) => T,
+): Promise<T> {
   const settleMs = config.ingest.settleMs;
   const deadline = Date.now() + Math.max(20 * settleMs, 5000);
   for (;;) {
-    const before = await lstat(path).catch(() => undefined);
+    // Size and mtime as they were before the read: the open claim's fstat (readClaim).
+    let before: { size: number; mtimeMs: number } | undefined;
     try {
-      return validate(await readClaim(path, config.limits.maxFileBytes));
+      const read = await readClaim(path, config.limits.maxFileBytes, beforeRead);
+      before = read;
+      return validate(read.bytes);
     } catch (err) {
       if (!(err instanceof RejectionError) || err.reason === 'too_large' || err.reason === 'unknown_filename' || !before) throw err;
       // Wait (stat only, no reading) until the file has been quiet for `settle`.

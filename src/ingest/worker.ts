@@ -1,7 +1,9 @@
 /**
  * The BullMQ worker: claims the drop (or takes the claim it is given), runs the publisher, and
  * turns rejections into UnrecoverableError so they are never retried. Any other error is
- * transient: the claim stays in .processing and the job is retried with backoff.
+ * transient: the claim stays in .processing and the job is retried with backoff. A drop job's
+ * first start claims with one rename; a later start looks for its earlier claim first (takeClaim).
+ * The log line's `timings` are the publisher's (read, validate, store, commit, total) plus `claim`.
  */
 import { lstat } from 'node:fs/promises';
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
@@ -25,14 +27,11 @@ export interface WorkerDeps {
 
 export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, IngestResult> {
   const processor = async (job: Job<IngestJobData, IngestResult>): Promise<IngestResult> => {
+    const t0 = performance.now();
     const { name, receivedAt, claimId: given } = job.data;
-    const claimId = given ?? `d${job.id}`;
-    let claim: Claim | undefined = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
-    if (!(await exists(claim.path))) {
-      // A claim job whose file is gone was settled before; a drop job claims now.
-      claim = given ? undefined : await claimDrop(deps.inboxDir, name, claimId);
-    }
+    const claim = await takeClaim(deps.inboxDir, job, name, given);
     if (!claim) return { outcome: 'gone', filename: name };
+    const claimMs = Math.round((performance.now() - t0) * 100) / 100;
 
     const result = await deps.publish(claim, new Date(receivedAt));
     deps.log.info(
@@ -45,7 +44,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
         rejectionId: result.rejectionId,
         generatedAt: result.generatedAt,
         lagMs: Date.now() - receivedAt,
-        timings: result.timings,
+        timings: { claim: claimMs, ...result.timings },
         attempt: job.attemptsMade + 1,
       },
       `drop ${result.outcome}`,
@@ -100,6 +99,30 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
       this.ingest.log.warn({ err: { message: (err as Error).message } }, 'could not write the manifest at shutdown; the claims waiting for it are settled on the next start'),
     );
   }
+}
+
+/**
+ * The claim a job works on. A claim job's file is already claimed: gone means settled before.
+ * A drop job claims INBOX_DIR/<name> as .processing/d<jobId>--<name>. On its first start
+ * (BullMQ's attemptsStarted counts every move to active, a restart after a stall or a retry
+ * included, so 1 means no earlier run can have claimed) it renames at once; only when the rename
+ * finds nothing does it look for an existing claim. A later start looks for its claim first and
+ * claims again only when there is none: it must never take a newer drop waiting in the inbox
+ * over the claim an earlier run made.
+ */
+async function takeClaim(inboxDir: string, job: Job<IngestJobData, IngestResult>, name: string, given: string | undefined): Promise<Claim | undefined> {
+  const claimId = given ?? `d${job.id}`;
+  const existing: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name) };
+  if (given) return (await exists(existing.path)) ? existing : undefined;
+  if (isFirstStart(job)) {
+    return (await claimDrop(inboxDir, name, claimId)) ?? ((await exists(existing.path)) ? existing : undefined);
+  }
+  return (await exists(existing.path)) ? existing : claimDrop(inboxDir, name, claimId);
+}
+
+/** Unknown (no attemptsStarted) counts as a restart: the careful path. */
+function isFirstStart(job: Job<IngestJobData, IngestResult>): boolean {
+  return job.attemptsStarted === 1 && job.attemptsMade === 0;
 }
 
 /** lstat: a claimed symlink or FIFO exists too, and is rejected by the publish step. */

@@ -10,6 +10,7 @@ const TMP_DIR = '.tmp';
 /**
  * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
  * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
+ * The folders it made are remembered (no mkdir per put); one removed meanwhile is made again.
  */
 export function createFsStore(url: string): Store {
   const root = fileURLToPath(url);
@@ -24,6 +25,12 @@ export function createFsStore(url: string): Store {
         throw err;
       },
     ));
+  /** Folders of objects already made by this process. */
+  const made = new Set<string>();
+  const makeDir = async (dir: string) => {
+    await mkdir(dir, { recursive: true });
+    made.add(dir);
+  };
   const pathOf = (key: string) => {
     assertValidKey(key);
     return join(root, key);
@@ -51,19 +58,37 @@ export function createFsStore(url: string): Store {
     description: url,
     async put(key, bytes) {
       const target = pathOf(key);
+      const dir = dirname(target);
       const tmp = join(tmpRoot, `${randomBytes(8).toString('hex')}.tmp`);
       try {
         await init();
-        await mkdir(dirname(target), { recursive: true });
-        const fh = await open(tmp, 'w', 0o644);
+        // Folders made once are remembered: no mkdir per put. One removed behind our back is
+        // found by the rename (ENOENT), made again, and the rename retried once.
+        if (!made.has(dir)) await makeDir(dir);
+        let fh;
+        try {
+          fh = await open(tmp, 'w', 0o644);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          ready = undefined;
+          await init();
+          fh = await open(tmp, 'w', 0o644);
+        }
         try {
           await fh.writeFile(bytes);
           await fh.sync();
         } finally {
           await fh.close();
         }
-        await rename(tmp, target);
-        await fsyncDir(dirname(target));
+        try {
+          await rename(tmp, target);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          made.delete(dir);
+          await makeDir(dir);
+          await rename(tmp, target);
+        }
+        await fsyncDir(dir);
       } catch (err) {
         await rm(tmp, { force: true }).catch(() => undefined);
         wrap(`put ${key}`, err);

@@ -1,0 +1,213 @@
+/**
+ * How the ingest worker takes its claim (src/ingest/worker.ts), with BullMQ on the real Redis and
+ * the real filesystem: a drop job's first start renames the drop at once; a retried or
+ * stalled-and-restarted drop job works on the claim its first run made and never takes the newer
+ * drop waiting in the inbox under the same name; a claim job works on its given claim only. The
+ * publish step is a recording stand-in (the worker's dependency), so each test sees exactly which
+ * bytes each run read.
+ */
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import type { Worker } from 'bullmq';
+import { afterAll, describe, expect, it } from 'vitest';
+import { claimPath, ensureInbox, newClaimId, processingDir, type Claim } from '../src/ingest/inbox.js';
+import type { DropResult, Publisher } from '../src/ingest/publish.js';
+import { createIngestQueue, enqueueClaim, enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from '../src/ingest/queue.js';
+import { createIngestWorker } from '../src/ingest/worker.js';
+import { createLogger } from '../src/log.js';
+import { dropFile } from './helpers/faults.js';
+import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
+import { waitFor } from './helpers/service.js';
+
+interface Call {
+  readonly claimId: string;
+  readonly path: string;
+  readonly content: string;
+}
+
+describe('the ingest worker takes its claim', () => {
+  const prefixes: string[] = [];
+  const connections: Redis[] = [];
+  const workers: Worker<IngestJobData, IngestResult>[] = [];
+  const queues: IngestQueue[] = [];
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const w of workers) await w.close(true).catch(() => undefined);
+    for (const q of queues) await q.close().catch(() => undefined);
+    for (const c of connections) c.disconnect();
+    for (const p of prefixes) await dropPrefix(p);
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  const connect = () => {
+    const c = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+    c.on('error', () => undefined);
+    connections.push(c);
+    return c;
+  };
+
+  const setup = async () => {
+    const prefix = uniquePrefix('worker-claim');
+    prefixes.push(prefix);
+    const inbox = await mkdtemp(join(tmpdir(), 'oddsfiles-worker-claim-'));
+    dirs.push(inbox);
+    await ensureInbox(inbox);
+    const queue = createIngestQueue(connect(), prefix);
+    queues.push(queue);
+    const logLines: Record<string, unknown>[] = [];
+    const log = createLogger({
+      level: 'info',
+      pretty: false,
+      destination: new Writable({
+        write(chunk: Buffer, _e, cb) {
+          for (const line of chunk.toString('utf8').split('\n')) if (line) logLines.push(JSON.parse(line) as Record<string, unknown>);
+          cb();
+        },
+      }),
+    });
+    const calls: Call[] = [];
+    /** What the stand-in publish step does after recording a call (default: settle as published). */
+    let behaviour: (claim: Claim, call: number) => Promise<void> = async () => undefined;
+    const publish: Publisher = Object.assign(
+      async (claim: Claim): Promise<DropResult> => {
+        calls.push({ claimId: claim.claimId, path: claim.path, content: await readFile(claim.path, 'utf8') });
+        await behaviour(claim, calls.length);
+        return { outcome: 'published', filename: claim.name, timings: { total: 0 } };
+      },
+      { flush: async () => undefined, close: () => undefined },
+    );
+    const startWorker = (lockDurationMs = 30_000) => {
+      const worker = createIngestWorker({ connection: connect(), prefix, inboxDir: inbox, concurrency: 2, lockDurationMs, publish, log });
+      workers.push(worker);
+      return worker;
+    };
+    const completed = (jobId: string) =>
+      waitFor(async () => (await queue.getJobState(jobId)) === 'completed', 15_000, `job ${jobId} completed`);
+    const lastJobId = async () => {
+      const jobs = await queue.getJobs(['waiting', 'active', 'delayed', 'completed', 'failed']);
+      return jobs.map((j) => j.id!).sort((a, b) => Number(b) - Number(a))[0]!;
+    };
+    return {
+      inbox,
+      queue,
+      calls,
+      logLines,
+      startWorker,
+      completed,
+      lastJobId,
+      setBehaviour: (b: typeof behaviour) => {
+        behaviour = b;
+      },
+    };
+  };
+
+  it("claims a drop at once on a drop job's first start, and logs the claim's time", async () => {
+    const t = await setup();
+    await dropFile(t.inbox, 'site_live_a.json', Buffer.from('v1'));
+    await enqueueDrop(t.queue, 'site_live_a.json', Date.now());
+    const jobId = await t.lastJobId();
+    t.startWorker();
+    await t.completed(jobId);
+    expect(t.calls).toEqual([{ claimId: `d${jobId}`, path: claimPath(t.inbox, `d${jobId}`, 'site_live_a.json'), content: 'v1' }]);
+    expect(await readdir(t.inbox)).toEqual(['.processing']);
+    const line = t.logLines.find((l) => l.jobId === jobId && l.msg === 'drop published');
+    expect(typeof (line?.timings as Record<string, number>).claim).toBe('number');
+  });
+
+  it('a drop job whose drop is gone settles as gone without publishing', async () => {
+    const t = await setup();
+    await enqueueDrop(t.queue, 'site_live_missing.json', Date.now());
+    const jobId = await t.lastJobId();
+    t.startWorker();
+    await t.completed(jobId);
+    expect(t.calls).toEqual([]);
+    expect((await t.queue.getJob(jobId))?.returnvalue).toEqual({ outcome: 'gone', filename: 'site_live_missing.json' });
+  });
+
+  it('a retried drop job works on its own claim, never on the newer drop waiting in the inbox', async () => {
+    const t = await setup();
+    await dropFile(t.inbox, 'site_live_b.json', Buffer.from('v1'));
+    // First run: a re-drop lands in the inbox meanwhile, then a transient failure.
+    t.setBehaviour(async (_claim, call) => {
+      if (call === 1) {
+        await dropFile(t.inbox, 'site_live_b.json', Buffer.from('v2'));
+        throw new Error('transient: the store is away');
+      }
+    });
+    await enqueueDrop(t.queue, 'site_live_b.json', Date.now());
+    const jobId = await t.lastJobId();
+    t.startWorker();
+    await t.completed(jobId);
+    const claim = claimPath(t.inbox, `d${jobId}`, 'site_live_b.json');
+    expect(t.calls).toEqual([
+      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+    ]);
+    // The re-drop is untouched, waiting for its own job.
+    expect(await readFile(join(t.inbox, 'site_live_b.json'), 'utf8')).toBe('v2');
+    expect(await readFile(claim, 'utf8')).toBe('v1');
+  });
+
+  it('a drop job restarted after a stall works on its claim, never on the newer drop in the inbox', async () => {
+    const t = await setup();
+    await dropFile(t.inbox, 'site_live_c.json', Buffer.from('v1'));
+    let firstRunStarted = false;
+    // The first run hangs for ever (its process "froze"); later runs settle.
+    t.setBehaviour(async (_claim, call) => {
+      if (call === 1) {
+        firstRunStarted = true;
+        await new Promise(() => undefined);
+      }
+    });
+    await enqueueDrop(t.queue, 'site_live_c.json', Date.now());
+    const jobId = await t.lastJobId();
+    const frozen = t.startWorker(1000);
+    await waitFor(() => firstRunStarted, 10_000, 'the first run started');
+    await dropFile(t.inbox, 'site_live_c.json', Buffer.from('v2'));
+    // Its lock is no longer extended: another worker finds the job stalled and starts it again.
+    await frozen.close(true);
+    t.startWorker(1000);
+    await t.completed(jobId);
+    const job = await t.queue.getJob(jobId);
+    expect(job?.attemptsStarted).toBeGreaterThan(1);
+    const claim = claimPath(t.inbox, `d${jobId}`, 'site_live_c.json');
+    expect(t.calls).toEqual([
+      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+    ]);
+    expect(await readFile(join(t.inbox, 'site_live_c.json'), 'utf8')).toBe('v2');
+  }, 30_000);
+
+  it('a claim job works on its claim, retried too, and leaves the re-drop in the inbox alone', async () => {
+    const t = await setup();
+    const claimId = newClaimId();
+    const claim = claimPath(t.inbox, claimId, 'site_live_d.json');
+    await writeFile(claim, 'v1');
+    await dropFile(t.inbox, 'site_live_d.json', Buffer.from('v2'));
+    t.setBehaviour(async (_claim, call) => {
+      if (call === 1) {
+        await dropFile(t.inbox, 'site_live_d.json', Buffer.from('v3'));
+        throw new Error('transient: Redis is away');
+      }
+    });
+    const job = await enqueueClaim(t.queue, claimId, 'site_live_d.json', Date.now());
+    t.startWorker();
+    await t.completed(job.id!);
+    expect(t.calls).toEqual([
+      { claimId, path: claim, content: 'v1' },
+      { claimId, path: claim, content: 'v1' },
+    ]);
+    expect(await readFile(join(t.inbox, 'site_live_d.json'), 'utf8')).toBe('v3');
+    expect((await readdir(processingDir(t.inbox))).sort()).toEqual([`${claimId}--site_live_d.json`]);
+
+    // A claim job whose claim is gone (settled before) is gone: it never claims from the inbox.
+    const goneId = newClaimId();
+    const gone = await enqueueClaim(t.queue, goneId, 'site_live_d.json', Date.now());
+    await t.completed(gone.id!);
+    expect(t.calls).toHaveLength(2);
+    expect(await readFile(join(t.inbox, 'site_live_d.json'), 'utf8')).toBe('v3');
+  });
+});
