@@ -12,8 +12,8 @@
  *   reference every ratio is taken against.
  * The breakdown of each oddsfiles drop comes from the worker's own log line (timings, jobId), the
  * BullMQ job (data.receivedAt, timestamp, processedOn), an announcement subscriber of our own and
- * the poller's clock. Then the watcher stage alone: chokidar as the service configures it, chokidar
- * without awaitWriteFinish, and fs.watch, on the same renames.
+ * the poller's clock. Then the watcher stage alone, on the same renames: fs.watch as the service
+ * uses it, and chokidar as the service configured it before (with and without awaitWriteFinish).
  */
 import { rename, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -234,7 +234,7 @@ async function main(): Promise<void> {
   }
   const slowTable = table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
 
-  const ref = (w: typeof watchSpaced) => median(w['fs.watch (inotify)'].latency);
+  const ref = (w: typeof watchSpaced) => median(w[WATCHERS[2]].latency);
   const wRows = WATCHERS.map((name) => {
     const a = watchSpaced[name];
     const b = watchQuick[name];
@@ -269,7 +269,7 @@ async function main(): Promise<void> {
     '',
     slowTable,
     '',
-    'The watcher stage alone: renames of a 200 KB file into a folder watched by one watcher at a time (chokidar with the service\'s options, listening to `add` and `change` as the service does), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
+    'The watcher stage alone: renames of a 200 KB file into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service gave it until c81b0b7, listening to `add` and `change` as it did), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
     '',
     wTable,
   ].join('\n');
@@ -338,7 +338,7 @@ interface WatchPattern {
   readonly nextAfter: readonly [number, number];
 }
 
-const WATCHERS = ['chokidar, no awaitWriteFinish (the service since 8f23389)', 'chokidar, awaitWriteFinish 50 ms (the service before 8f23389)', 'fs.watch (inotify)'] as const;
+const WATCHERS = ['chokidar, no awaitWriteFinish (the service from 8f23389 to c81b0b7)', 'chokidar, awaitWriteFinish 50 ms (the service before 8f23389)', 'fs.watch (inotify; the service now)'] as const;
 type WatcherName = (typeof WATCHERS)[number];
 
 /**
@@ -355,10 +355,10 @@ async function watcherStage(which: WatcherName, n: number, tmpl: DocTemplate, pa
   let seen: number | undefined;
   const out = { latency: [] as number[], missed: 0 };
   const ignored = (p: string) => p !== dir && (p.split('/').pop() ?? '').startsWith('.');
-  // The service's options (src/ingest/watcher.ts), with or without awaitWriteFinish.
+  // The options the service gave chokidar (until c81b0b7), with or without awaitWriteFinish.
   const options = { depth: 0, ignoreInitial: false, followSymlinks: false, ignored };
   let close: () => Promise<void>;
-  if (which === 'fs.watch (inotify)') {
+  if (which === WATCHERS[2]) {
     const raw = fsWatch(dir, (_e, f) => {
       if (f === name && seen === undefined) seen = nowMs();
     });

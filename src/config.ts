@@ -85,6 +85,12 @@ export interface Config {
     readonly settleMs: number;
     /** Period of the full inbox rescan (inotify drops events on overflow). */
     readonly rescanMs: number;
+    /**
+     * 0: the kernel reports drops (inotify through fs.watch). Otherwise poll the inbox at this
+     * period (chokidar's polling mode), for folders whose writes raise no kernel event: NFS or
+     * SMB shares written from other machines, some container bind mounts.
+     */
+    readonly pollMs: number;
     readonly keepVersions: number;
     readonly shutdownTimeoutMs: number;
     /** BullMQ lock: how soon a job of a killed worker is taken up again. */
@@ -120,6 +126,7 @@ export const DEFAULT_FILE_CONFIG = {
     concurrency: 4,
     settle: '50ms',
     rescan: '5s',
+    poll: '0s',
     keep_versions: 10,
     shutdown_timeout: '10s',
     lock_duration: '15s',
@@ -341,6 +348,7 @@ function buildConfig(
       concurrency: f.ingest.concurrency,
       settleMs: dur(f.ingest.settle),
       rescanMs: dur(f.ingest.rescan),
+      pollMs: dur(f.ingest.poll),
       keepVersions: f.ingest.keep_versions,
       shutdownTimeoutMs: dur(f.ingest.shutdown_timeout),
       lockDurationMs: dur(f.ingest.lock_duration),
@@ -408,6 +416,7 @@ interface FileShape {
     concurrency: number;
     settle: string;
     rescan: string;
+    poll: string;
     keep_versions: number;
     shutdown_timeout: string;
     lock_duration: string;

@@ -17,6 +17,7 @@ import { superviseWorker } from './ingest/supervisor.js';
 import { startWatcher } from './ingest/watcher.js';
 import { createIngestWorker } from './ingest/worker.js';
 import type { Logger } from './log.js';
+import type { RunningReader } from './reader/index.js';
 import { createRedis, whenReady } from './redis/connect.js';
 import { redisKeys } from './redis/keys.js';
 import { resolveRedis } from './redis/private-server.js';
@@ -78,11 +79,13 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     }
 
     let readerUrl: string | undefined;
+    let offerToReader: RunningReader['offer'] | undefined;
     if (roles.includes('reader')) {
       // Loaded only where the reader runs: watcher and worker processes never load Fastify.
       const { startReader } = await import('./reader/index.js');
       const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue, enforceLimits: true });
       readerUrl = reader.url;
+      offerToReader = reader.offer;
       closers.push(() => reader.close());
     }
 
@@ -97,6 +100,8 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         catalog,
         log,
         recordRejection: (r) => rejections.record(r),
+        // In one process the reader takes the bytes just published: no store read, no wait for the announcement.
+        ...(offerToReader ? { onPublished: offerToReader } : {}),
       });
       const worker = await superviseWorker({
         queue,
@@ -135,7 +140,14 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     }
 
     if (roles.includes('watcher')) {
-      const watcher = await startWatcher({ inboxDir: config.inboxDir, queue, settleMs: config.ingest.settleMs, rescanMs: config.ingest.rescanMs, log });
+      const watcher = await startWatcher({
+        inboxDir: config.inboxDir,
+        queue,
+        settleMs: config.ingest.settleMs,
+        rescanMs: config.ingest.rescanMs,
+        pollMs: config.ingest.pollMs,
+        log,
+      });
       closers.push(() => watcher.close());
     }
 

@@ -3,7 +3,7 @@
  * reader process, never a regression, the safety-net refresh, the manifest when Redis is away.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gunzipSync } from 'node:zlib';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { CatalogEntry } from '../src/catalog/types.js';
 import type { Store } from '../src/store/store.js';
 import { objectKey } from '../src/store/store.js';
@@ -137,18 +137,92 @@ describe('refresh, compression, store reads', () => {
     await within(3000, async () => (await fetchFrom(a, `/v1/data/${name}`)).statusCode === 200, 50);
   });
 
-  it('makes the compressed variants once, off the request path', async () => {
+  it('compresses a version only when asked, once per coding, however many ask at once', async () => {
     const doc = Buffer.from(JSON.stringify(oddsDocument('redstone', 'basketball', 50_000, 5)));
     const entry = await fx.publish(FILE, doc);
     await within(1000, async () => (await fetchFrom(a, `/v1/data/${FILE}`)).headers.etag === `"${entry.sha256.slice(0, 32)}"`);
     await a.state.published.idle();
-    const gz = await fetchFrom(a, `/v1/data/${FILE}`, proKey, { 'accept-encoding': 'gzip' });
-    expect(gz.headers['content-encoding']).toBe('gzip');
-    expect(gunzipSync(gz.rawPayload).equals(doc)).toBe(true);
     const version = a.state.published.get(FILE)!;
-    const again = await fetchFrom(a, `/v1/data/${FILE}`, proKey, { 'accept-encoding': 'gzip' });
+    // Held, served, and never compressed: nobody asked for a coding yet.
+    expect(version.gzip).toBeUndefined();
+    expect(version.br).toBeUndefined();
+    expect(version.making).toEqual({});
+
+    const gz = await Promise.all(Array.from({ length: 8 }, () => fetchFrom(a, `/v1/data/${FILE}`, proKey, { 'accept-encoding': 'gzip' })));
+    for (const r of gz) {
+      expect(r.statusCode).toBe(200);
+      expect(r.headers['content-encoding']).toBe('gzip');
+      expect(r.headers.etag).toBe(`"${entry.sha256.slice(0, 32)}-gz"`);
+      // One compression for all eight: the very same bytes, not eight equal ones.
+      expect(r.rawPayload.equals(version.gzip!.body)).toBe(true);
+    }
+    expect(gunzipSync(gz[0]!.rawPayload).equals(doc)).toBe(true);
+    const made = version.gzip;
+    expect(version.br).toBeUndefined();
+    await fetchFrom(a, `/v1/data/${FILE}`, proKey, { 'accept-encoding': 'gzip' });
+    expect(version.gzip).toBe(made);
     expect(a.state.published.get(FILE)).toBe(version);
-    expect(again.rawPayload.equals(version.gzip!.body)).toBe(true);
+
+    const br = await fetchFrom(a, `/v1/data/${FILE}`, proKey, { 'accept-encoding': 'br, gzip' });
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(brotliDecompressSync(br.rawPayload).equals(doc)).toBe(true);
+    expect(version.making).toEqual({ gzip: 'settled', br: 'settled' });
+  });
+
+  it('serves identity when compressing does not make the body smaller, and does not try again', async () => {
+    // A tiny document: gzip's header alone is bigger than what it could save.
+    const tiny = Buffer.from('{"x":1}');
+    const entry = await fx.publish(OTHER, tiny);
+    await within(1000, async () => (await fetchFrom(a, `/v1/data/${OTHER}`)).headers.etag === `"${entry.sha256.slice(0, 32)}"`);
+    for (let i = 0; i < 3; i++) {
+      const r = await fetchFrom(a, `/v1/data/${OTHER}`, proKey, { 'accept-encoding': 'gzip' });
+      expect(r.statusCode).toBe(200);
+      expect(r.headers['content-encoding']).toBeUndefined();
+      expect(r.rawPayload.equals(tiny)).toBe(true);
+    }
+    const version = a.state.published.get(OTHER)!;
+    expect(version.gzip).toBeUndefined();
+    expect(version.making.gzip).toBe('settled');
+  });
+
+  it('holds a version offered by the publish step of its own process without reading the store', async () => {
+    let gets = 0;
+    const counting: Store = { ...fx.store, get: (key) => (gets++, fx.store.get(key)) };
+    const r = await fx.start({ store: counting });
+    await r.state.ready;
+    const doc = Buffer.from(JSON.stringify(oddsDocument('redstone', 'basketball', 7000, 6)));
+    const { createHash } = await import('node:crypto');
+    const sha = createHash('sha256').update(doc).digest('hex');
+    const now = Date.now() + 60_000;
+    const entry: CatalogEntry = {
+      filename: FILE,
+      bookmaker: 'redstone',
+      kind: 'live',
+      sport: 'basketball',
+      object: objectKey(FILE, sha),
+      sha256: sha,
+      size: doc.length,
+      generatedAt: new Date(now).toISOString(),
+      generatedAtMs: now,
+      publishedAt: new Date().toISOString(),
+    };
+    await fx.store.put(entry.object, doc);
+    const before = gets;
+    // As the publish step does: offered with the bytes it wrote; then the commit announces it.
+    r.state.published.offer(entry, Number(await fx.redis.get(fx.keys.catalogSeq)) + 1, doc);
+    const res = await fetchFrom(r, `/v1/data/${FILE}`);
+    expect(res.headers.etag).toBe(`"${sha.slice(0, 32)}"`);
+    expect(res.rawPayload.equals(doc)).toBe(true);
+    expect((await fx.catalog.commit(entry, 10)).outcome).toBe('published');
+    // The announcement finds it held: no store read for it.
+    await new Promise((res2) => setTimeout(res2, 200));
+    await r.state.published.idle();
+    expect(gets).toBe(before);
+    // An older version offered late is not taken.
+    const older = { ...entry, sha256: 'f'.repeat(64), generatedAtMs: entry.generatedAtMs - 60_000 };
+    r.state.published.offer(older, 0, Buffer.from('{}'));
+    expect(r.state.published.get(FILE)!.entry.sha256).toBe(entry.sha256);
+    await r.close();
   });
 
   it('reads each version from the store once, never per request', async () => {

@@ -1,14 +1,18 @@
 /**
- * Watches INBOX_DIR with chokidar and queues one drop job per change. Files written in place are
- * queued at once (a drop still being written in place is settled by the publish step); dotfiles,
- * *.tmp and *.part are ignored.
+ * Watches INBOX_DIR and queues one drop job per change. The kernel reports drops (inotify, through
+ * one non-recursive fs.watch of the folder): a rename into the inbox is queued within a fraction
+ * of a millisecond, each time, however soon after the previous drop of the same filename. Files
+ * written in place are queued at once too (the publish step settles a drop still being written);
+ * dotfiles, *.tmp and *.part are ignored.
+ * With `ingest.poll` set, chokidar polls the folder instead, for folders whose writes raise no
+ * kernel event (NFS or SMB shares written from other machines, some container bind mounts).
  * A periodic rescan catches what inotify dropped (it drops events silently on queue overflow) and
  * re-queues claims in .processing whose job was lost (a crash, a Redis restart).
  */
 import { watch as fsWatch, type FSWatcher as FsWatcher } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
-import { watch, type FSWatcher } from 'chokidar';
+import { watch as chokidarWatch, type FSWatcher as ChokidarWatcher } from 'chokidar';
 import type { Logger } from '../log.js';
 import { ensureInbox, isIgnoredName } from './inbox.js';
 import { enqueueDrop, type IngestQueue } from './queue.js';
@@ -19,6 +23,8 @@ export interface WatcherDeps {
   readonly queue: IngestQueue;
   readonly settleMs: number;
   readonly rescanMs: number;
+  /** 0: kernel events (fs.watch); otherwise chokidar polls the folder at this period. */
+  readonly pollMs?: number;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -43,49 +49,73 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
       log.warn({ filename: name, err: { message: (err as Error).message } }, 'could not queue a drop; the rescan will retry'),
     );
 
-  const watcher: FSWatcher = watch(inbox, {
-    depth: 0,
-    ignoreInitial: false,
-    followSymlinks: false,
-    ignored: (path: string) => path !== inbox && isIgnoredName(basename(path)),
-    // No awaitWriteFinish: it delays every drop, renamed ones included, by at least `settle`
-    // (measured: 52 ms of an 83 ms freshness). The publish step settles a drop written in place
-    // instead, only when it does not validate (publish.ts, readSettled).
-  });
-  const onFile = (path: string) => {
-    if (resolve(path, '..') !== inbox) return;
-    void queueDrop(basename(path));
-  };
-  watcher.on('add', onFile);
-  watcher.on('change', onFile);
   // A folder is never a drop: it stays where it is, and the operator is told once per start.
-  watcher.on('addDir', (path: string) => {
-    if (path === inbox || resolve(path, '..') !== inbox) return;
-    log.warn({ filename: basename(path) }, 'a folder in the inbox is not a drop; it is ignored (drop files, not folders)');
-  });
-  watcher.on('error', (err) => log.error({ err: { message: (err as Error).message } }, 'watcher error'));
-  const ready = new Promise<void>((res) => watcher.once('ready', () => res()));
+  const foldersSeen = new Set<string>();
+  const folder = (name: string) => {
+    if (foldersSeen.has(name) || foldersSeen.size > 10_000) return;
+    foldersSeen.add(name);
+    log.warn({ filename: name }, 'a folder in the inbox is not a drop; it is ignored (drop files, not folders)');
+  };
 
-  // chokidar throttles repeated events for one path (~50 ms): a drop renamed in right after the
-  // previous one of the same name was claimed was missed 42 % of the time and waited for the
-  // rescan (bench/freshness.ts). The kernel's own event (inotify, via fs.watch) catches those;
-  // the queue's per-filename deduplication absorbs the double adds. Only names that exist and are
-  // not folders are queued (a claim's rename out of the inbox fires an event too).
-  const raw: FsWatcher = fsWatch(inbox, { persistent: false }, (_event, name) => {
-    if (!name || isIgnoredName(name)) return;
+  // One event per name that appeared or changed; a claim's rename out of the inbox fires one too,
+  // so only names that exist are queued (one lstat, on the thread pool).
+  const onName = (name: string) => {
+    if (isIgnoredName(name)) return;
     void lstat(join(inbox, name)).then(
-      (st) => (st.isDirectory() ? undefined : queueDrop(name)),
+      (st) => (st.isDirectory() ? folder(name) : queueDrop(name)),
       () => undefined,
     );
-  });
-  raw.on('error', (err) => log.warn({ err: { message: err.message } }, 'fs.watch error; chokidar and the rescan go on'));
+  };
+
+  let kernel: FsWatcher | undefined;
+  let poller: ChokidarWatcher | undefined;
+  const watchKernel = () => {
+    try {
+      kernel = fsWatch(inbox, { persistent: false }, (_event, name) => {
+        if (name) onName(name);
+      });
+      kernel.on('error', (err) => {
+        // The folder went away or the watch broke: the rescan watches it again.
+        log.warn({ err: { message: err.message } }, 'watching the inbox failed; the rescan will watch it again');
+        kernel?.close();
+        kernel = undefined;
+      });
+    } catch (err) {
+      log.warn({ err: { message: (err as Error).message } }, 'cannot watch the inbox (kernel events); relying on the rescan until it can');
+      kernel = undefined;
+    }
+  };
+  if (deps.pollMs) {
+    poller = chokidarWatch(inbox, {
+      depth: 0,
+      ignoreInitial: true,
+      followSymlinks: false,
+      usePolling: true,
+      interval: deps.pollMs,
+      binaryInterval: deps.pollMs,
+      ignored: (path: string) => path !== inbox && isIgnoredName(basename(path)),
+    });
+    const onPath = (path: string) => {
+      if (resolve(path, '..') === inbox) void queueDrop(basename(path));
+    };
+    poller.on('add', onPath);
+    poller.on('change', onPath);
+    poller.on('addDir', (path: string) => {
+      if (path !== inbox && resolve(path, '..') === inbox) folder(basename(path));
+    });
+    poller.on('error', (err) => log.error({ err: { message: (err as Error).message } }, 'watcher error'));
+    await new Promise<void>((res) => poller!.once('ready', () => res()));
+  } else {
+    watchKernel();
+  }
 
   let closed = false;
   let running: Promise<{ queued: number; recovered: number }> | undefined;
-  const rescan = () =>
+  const rescan = (minAgeMs = Math.max(deps.settleMs * 2, 500)) =>
     (running ??= (async () => {
       try {
-        const queued = await rescanInbox(inbox, deps.settleMs, now, queueDrop);
+        if (!poller && !kernel && !closed) watchKernel();
+        const queued = await rescanInbox(inbox, minAgeMs, now, queueDrop, folder);
         const recovered = await recoverClaims({ inboxDir: inbox, queue: deps.queue, log });
         if (queued + recovered > 0) log.debug({ queued, recovered }, 'rescan');
         return { queued, recovered };
@@ -101,32 +131,42 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
     if (!closed) void rescan();
   }, deps.rescanMs);
   timer.unref();
+  // Every file already in the inbox, however young (its writes raised their events before we
+  // watched), and the claims left over by a previous process, are queued at once.
+  const ready = rescan(0).then(() => undefined);
   await ready;
-  // Claims left over by a previous process are queued again at once.
-  await rescan();
-  log.info({ inbox }, 'watching the inbox');
+  log.info({ inbox, mode: poller ? `poll every ${deps.pollMs} ms` : 'kernel events' }, 'watching the inbox');
 
   return {
     ready,
-    rescan,
+    rescan: () => rescan(),
     async close() {
       closed = true;
       clearInterval(timer);
-      raw.close();
-      await watcher.close();
+      kernel?.close();
+      await poller?.close();
       await running;
     },
   };
 }
 
 /** Queue every settled regular file in the inbox; the queue's deduplication absorbs repeats. */
-async function rescanInbox(inbox: string, settleMs: number, now: () => number, queueDrop: (name: string) => Promise<void>): Promise<number> {
+async function rescanInbox(
+  inbox: string,
+  minAge: number,
+  now: () => number,
+  queueDrop: (name: string) => Promise<void>,
+  folder: (name: string) => void,
+): Promise<number> {
   const entries = await readdir(inbox, { withFileTypes: true });
   let queued = 0;
-  const minAge = Math.max(settleMs * 2, 500);
   for (const e of entries) {
     // Directories are never drops; symlinks, FIFOs and the like are claimed and rejected.
-    if (e.isDirectory() || isIgnoredName(e.name)) continue;
+    if (isIgnoredName(e.name)) continue;
+    if (e.isDirectory()) {
+      folder(e.name);
+      continue;
+    }
     const st = await lstat(join(inbox, e.name)).catch(() => undefined);
     // Still being written in place: the watcher queues it when it settles.
     if (!st || now() - st.mtimeMs < minAge) continue;

@@ -3,7 +3,8 @@
  * Redis catalog (or the store's manifest when Redis is away), kept current by the announcements
  * on the catalog channel, re-read in full by refresh(). Never regresses: a version replaces the
  * held one only if it supersedes it, and only once its bytes are loaded. The store is read once
- * per version; compressed variants are made once per version, in the background.
+ * per version, or not at all when this process published it (offer); compressed variants are made
+ * once per version and coding, when first asked for (variants.ts).
  */
 import type { Catalog } from '../catalog/redis-catalog.js';
 import { parseCatalogChange } from '../catalog/redis-catalog.js';
@@ -12,8 +13,9 @@ import type { CatalogEntry, CatalogSnapshot } from '../catalog/types.js';
 import type { FeedRegistry } from '../feeds/registry.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
-import { compressVariants } from './encoding.js';
-import { etagFor, makeVersion, supersedes, type Version } from './version.js';
+import type { CompressedCoding } from './encoding.js';
+import { createVariantMaker } from './variants.js';
+import { makeVersion, supersedes, trustedVersion, type Variant, type Version } from './version.js';
 import { withTimeout } from './timeout.js';
 
 export interface PublishedCache {
@@ -30,6 +32,13 @@ export interface PublishedCache {
   refresh(): Promise<'redis' | 'manifest'>;
   /** Apply one announcement from the catalog channel. */
   handleMessage(message: string): void;
+  /**
+   * A version this process has just committed, with its bytes (already hashed by the publish
+   * step): held at once, with no store read; the announcement that follows finds it held.
+   */
+  offer(entry: CatalogEntry, seq: number, bytes: Buffer): void;
+  /** The compressed variant of a held version, made on the first call (see variants.ts). */
+  variant(version: Version, coding: CompressedCoding): Variant | undefined | Promise<Variant | undefined>;
   /** Resolves when no load or compression is under way. */
   idle(): Promise<void>;
   close(): void;
@@ -40,7 +49,7 @@ export interface PublishedCacheDeps {
   readonly store: Store;
   readonly registry: FeedRegistry;
   readonly log: Logger;
-  /** Make gzip and br variants (default true). */
+  /** Make gzip and br variants when asked for (default true). */
   readonly compress?: boolean;
   readonly redisTimeoutMs?: number;
 }
@@ -62,7 +71,6 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
   const failures = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   const busy = new Set<Promise<unknown>>();
-  let compressChain: Promise<void> = Promise.resolve();
   let sorted: readonly string[] = [];
   let generation = 0;
   let loaded = false;
@@ -72,6 +80,21 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     busy.add(p);
     void p.finally(() => busy.delete(p)).catch(() => undefined);
     return p;
+  };
+  const variant = createVariantMaker({ log, enabled: compress, track });
+
+  /** Hold `version` unless something at least as new is held; true when it was taken. */
+  const install = (version: Version): boolean => {
+    const name = version.entry.filename;
+    const held = versions.get(name);
+    if (held && !supersedes(version.entry, version.seq, held)) return false;
+    versions.set(name, version);
+    if (!held) {
+      sorted = [...versions.keys()].sort();
+      generation++;
+    }
+    log.debug({ filename: name, sha256: version.entry.sha256, seq: version.seq }, 'reader holds new version');
+    return true;
   };
 
   /** Start loading `entry` if it supersedes what is held and what is being loaded. */
@@ -92,17 +115,8 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     const name = entry.filename;
     const attemptKey = `${name}@${entry.sha256}`;
     try {
-      const version = makeVersion(entry, seq, await store.get(entry.object));
-      const held = versions.get(name);
-      if (held && !supersedes(entry, seq, held)) return;
-      versions.set(name, version);
+      install(makeVersion(entry, seq, await store.get(entry.object)));
       failures.delete(attemptKey);
-      if (!held) {
-        sorted = [...versions.keys()].sort();
-        generation++;
-      }
-      log.debug({ filename: name, sha256: entry.sha256, seq }, 'reader holds new version');
-      if (compress) scheduleCompression(version);
     } catch (err) {
       const attempts = (failures.get(attemptKey) ?? 0) + 1;
       failures.set(attemptKey, attempts);
@@ -119,23 +133,6 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     } finally {
       if (loading.get(name)?.entry === entry) loading.delete(name);
     }
-  };
-
-  const scheduleCompression = (version: Version) => {
-    compressChain = track(
-      compressChain.then(async () => {
-        if (closed || versions.get(version.entry.filename) !== version) return;
-        try {
-          const { gzip, br } = await compressVariants(version.identity.body);
-          const sha = version.entry.sha256;
-          const size = version.identity.body.length;
-          if (gzip.length < size) version.gzip = { coding: 'gzip', body: gzip, etag: etagFor(sha, 'gzip') };
-          if (br.length < size) version.br = { coding: 'br', body: br, etag: etagFor(sha, 'br') };
-        } catch (err) {
-          log.warn({ err, filename: version.entry.filename }, 'compressing a version failed; serving it uncompressed');
-        }
-      }),
-    );
   };
 
   const applySnapshot = async (snapshot: CatalogSnapshot) => {
@@ -177,6 +174,15 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       }
       consider(change.entry, change.seq);
     },
+    offer(entry, seq, bytes) {
+      if (closed || !registry.feeds.has(entry.filename)) return;
+      known.add(entry.filename);
+      const inFlight = loading.get(entry.filename);
+      // A newer version is on its way from the store: let it win.
+      if (inFlight && inFlight.entry.sha256 !== entry.sha256 && supersedes(inFlight.entry, inFlight.seq, { entry, seq })) return;
+      install(trustedVersion(entry, seq, bytes));
+    },
+    variant,
     async idle() {
       while (busy.size > 0) await Promise.allSettled([...busy]);
     },

@@ -16,6 +16,7 @@ import { buildReaderApp } from './app.js';
 import type { RateLimitCheck } from './rate-limit.js';
 import { whenReady } from '../redis/connect.js';
 import { createReaderState } from './state.js';
+import type { PublishedCache } from './cache.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
@@ -52,6 +53,8 @@ export interface RunningReader {
   readonly url: string;
   /** Resolves once the published files and the keys are loaded (until then /v1 answers 503). */
   readonly ready: Promise<void>;
+  /** Hold a version this process has just published, bytes and all (no store read): see PublishedCache.offer. */
+  readonly offer: PublishedCache['offer'];
   /** Stop listening (in-flight requests finish), stop refreshing, unsubscribe. */
   close(): Promise<void>;
 }
@@ -102,6 +105,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
     return {
       url,
       ready: state.ready,
+      offer: state.published.offer,
       async close() {
         await app.close();
         await state.close();
