@@ -1,0 +1,390 @@
+/**
+ * The one-pass check (src/feeds/scan.ts, src/feeds/schema-plan.ts) by example: every rejection
+ * reason through it, its details, the JSON grammar, ajv's way of counting and ordering, the
+ * schema keywords it refuses, and which path validate.ts picks. The differential property test
+ * (feeds.differential.test.ts) compares it with JSON.parse + ajv on generated drops.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { RejectionError, type RejectionReason } from '../src/errors.js';
+import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
+import { scanDocument } from '../src/feeds/scan.js';
+import { compileSchemaPlan, T_ANY, T_INTEGER, T_NULL, T_NUMBER, T_OBJECT, T_STRING } from '../src/feeds/schema-plan.js';
+import {
+  DEFAULT_ONE_PASS_MIN_BYTES,
+  createDocumentValidator,
+  loadDocumentSchema,
+  onePassSupport,
+  type DocumentValidator,
+  type ValidDocument,
+} from '../src/feeds/validate.js';
+import { DEFAULT_GENERATED_AT, EXAMPLE_FEEDS, generateCorpus, generateDocument } from './fixtures/corpus.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'oddsfiles-scan-'));
+const config = loadConfig({ env: {}, cwd: scratch });
+rmSync(scratch, { recursive: true, force: true });
+const registry = buildRegistry(config.bookmakers, config.sports);
+const NOW = new Date(Date.parse(DEFAULT_GENERATED_AT) + 60_000);
+const NW_SOCCER = 'site_live_northwind_soccer.json';
+
+const onePass = createDocumentValidator({ ...config.limits, onePassMinBytes: 0 });
+const parsed = createDocumentValidator({ ...config.limits, onePassMinBytes: Infinity });
+
+type Result = { outcome: 'published'; doc: ValidDocument } | { outcome: 'rejected'; reason: RejectionReason; detail: string };
+
+function drop(bytes: Buffer | string, validator: DocumentValidator = onePass, filename = NW_SOCCER): Result {
+  const feed = parseFilename(registry, filename)!;
+  const bookmaker = registry.bookmakers.get(feed.bookmaker)!;
+  try {
+    const doc = validator({ feed, bookmaker, bytes: typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes, receivedAt: NOW, now: NOW });
+    return { outcome: 'published', doc };
+  } catch (err) {
+    if (err instanceof RejectionError) return { outcome: 'rejected', reason: err.reason, detail: err.detail };
+    throw err;
+  }
+}
+const reasonOf = (bytes: Buffer | string, validator?: DocumentValidator, filename?: string) => {
+  const r = drop(bytes, validator, filename);
+  return r.outcome === 'published' ? 'published' : r.reason;
+};
+const detailOf = (bytes: Buffer | string, validator?: DocumentValidator) => {
+  const r = drop(bytes, validator);
+  return r.outcome === 'published' ? 'published' : `${r.reason}: ${r.detail}`;
+};
+
+describe('every rejection reason, through the one-pass path', () => {
+  it.each([
+    ['', 'empty'],
+    ['\ufeff \n', 'empty'],
+    ['{', 'invalid_json'],
+    ['{"bookmaker":"northwind",}', 'invalid_json'],
+    ['{"events":[1,]}', 'invalid_json'],
+    ["{'bookmaker':'northwind'}", 'invalid_json'],
+    ['{"a":1} {"b":2}', 'invalid_json'],
+    ['{"a":1}}', 'invalid_json'],
+    ['NaN', 'invalid_json'],
+    ['\ufeff\ufeff{}', 'invalid_json'],
+    ['{"a":01}', 'invalid_json'],
+    ['{"a":1.}', 'invalid_json'],
+    ['{"a":-}', 'invalid_json'],
+    ['{"a":1e}', 'invalid_json'],
+    ['{"a":+1}', 'invalid_json'],
+    ['{"a":.5}', 'invalid_json'],
+    ['{"a":"\\x"}', 'invalid_json'],
+    ['{"a":"\\u12"}', 'invalid_json'],
+    ['{"a":"tab\there"}', 'invalid_json'],
+    ['{"a":"\u0000"}', 'invalid_json'],
+    ['{"a":tru}', 'invalid_json'],
+    ['{"a" 1}', 'invalid_json'],
+    ['{"a":1,,"b":2}', 'invalid_json'],
+    ['{"a":[}', 'invalid_json'],
+    ['{"a":{]}', 'invalid_json'],
+    ['null', 'not_an_object'],
+    ['42', 'not_an_object'],
+    ['"text"', 'not_an_object'],
+    ['true', 'not_an_object'],
+    ['[]', 'not_an_object'],
+    ['[{"bookmaker":"northwind"}]', 'not_an_object'],
+    ['{"bookmaker":5}', 'schema'],
+    ['{"bookmaker":""}', 'schema'],
+    ['{"sport":null}', 'schema'],
+    ['{"events":"none"}', 'schema'],
+    ['{"events":[1]}', 'schema'],
+    ['{"events":[{"event_id":true}]}', 'schema'],
+    ['{"events":[{"event_id":1.5}]}', 'schema'],
+    ['{"events":[{"markets":{}}]}', 'schema'],
+    ['{"events":[{"markets":[{"line":"2.5"}]}]}', 'schema'],
+    ['{"events":[{"markets":[{"selections":[{"odds":"2.10"}]}]}]}', 'schema'],
+    ['{"events":[{"event_id":17,"markets":[{"line":null,"selections":[{"name":"1","odds":null}]}]}]}', 'published'],
+    ['{"events":[{"event_id":1.0},{"event_id":1e400},{"event_id":-0},{"event_id":"x"}]}', 'published'],
+    ['{"bookmaker":"bluewater"}', 'bookmaker_mismatch'],
+    ['{"bookmaker":"Northwind"}', 'bookmaker_mismatch'],
+    ['{"sport":"tennis"}', 'sport_mismatch'],
+    ['{"generated_at":"yesterday evening"}', 'bad_generated_at'],
+    ['{"generated_at":1795285800}', 'bad_generated_at'],
+    ['{"generated_at":"2099-01-01T00:00:00Z"}', 'future_generated_at'],
+    ['{}', 'published'],
+    ['{"anything":{"goes":[1,2,3]},"bookmaker":"northwind","sport":"soccer"}', 'published'],
+  ] as const)('%j → %s, as with JSON.parse + ajv', (text, expected) => {
+    expect(reasonOf(text)).toBe(expected);
+    expect(reasonOf(text, parsed)).toBe(expected);
+  });
+
+  it('too_large comes first, before the bytes are looked at', () => {
+    const small = createDocumentValidator({ ...config.limits, maxFileBytes: 10, onePassMinBytes: 0 });
+    expect(reasonOf('{"bookmaker":"northwind"}', small)).toBe('too_large');
+  });
+
+  it('not UTF-8 is invalid_json', () => {
+    for (const bad of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
+      expect(reasonOf(Buffer.concat([Buffer.from('{"x":"'), Buffer.from(bad), Buffer.from('"}')]))).toBe('invalid_json');
+    }
+  });
+
+  it('depth: maxDepth levels are accepted, one more is schema "nested deeper than N levels"', () => {
+    const objects = (levels: number) => `{"x":${'{"x":'.repeat(levels - 1)}1${'}'.repeat(levels - 1)}}`;
+    expect(reasonOf(objects(64))).toBe('published');
+    expect(detailOf(objects(65))).toBe('schema: nested deeper than 64 levels');
+    // Too deep comes before not JSON, as nestingDepth runs before JSON.parse on the other path.
+    for (const text of [`{"a":1,}${'['.repeat(70)}`, `{"a":${'['.repeat(65)}`, `{"a":[1}${'{"x":'.repeat(70)}`]) {
+      expect(reasonOf(text)).toBe('schema');
+      expect(reasonOf(text, parsed)).toBe('schema');
+    }
+    expect(reasonOf(`{"a":1,}${'['.repeat(60)}`)).toBe('invalid_json');
+    const deep = generateCorpus().find((c) => c.name === 'deep-nesting')!;
+    expect(reasonOf(deep.bytes, onePass, deep.filename)).toBe('schema');
+  });
+});
+
+describe('details', () => {
+  it('invalid_json says what and at which byte of the file (a BOM counts)', () => {
+    expect(detailOf('{"a":01}')).toBe("invalid_json: unexpected '1' at byte 6: expected ',' or '}'");
+    expect(detailOf('\ufeff{"a":01}')).toBe("invalid_json: unexpected '1' at byte 9: expected ',' or '}'");
+    expect(detailOf('{"a":1.}')).toBe("invalid_json: unexpected '}' at byte 7: expected a digit after the decimal point");
+    expect(detailOf('{"a":[1,]}')).toBe("invalid_json: unexpected ']' at byte 8: expected a value");
+    expect(detailOf('{"a":1,}')).toBe("invalid_json: unexpected '}' at byte 7: expected a property name");
+    expect(detailOf('{"a":"x\ny"}')).toBe('invalid_json: control character 0x0a in a string at byte 7');
+    expect(detailOf('{"a":"\\q"}')).toBe("invalid_json: bad escape at byte 6: 'q' after a backslash");
+    expect(detailOf('{"a":"\\u00zz"}')).toBe("invalid_json: bad \\u escape at byte 6: 'z' is not a hex digit");
+    expect(detailOf('{"a":"abc')).toBe('invalid_json: unterminated string starting at byte 5');
+    expect(detailOf('{"a":1} x')).toBe("invalid_json: unexpected 'x' after the top-level value at byte 8");
+    expect(detailOf('{"a":[1')).toBe('invalid_json: unexpected end of input at byte 7');
+  });
+
+  it('a later syntax error wins over an earlier schema fault, as JSON.parse fails before ajv runs', () => {
+    expect(reasonOf('{"bookmaker":5,"x":[}')).toBe('invalid_json');
+    expect(reasonOf('[1,2')).toBe('invalid_json');
+  });
+
+  it('not_an_object words the top level as the JSON.parse path does', () => {
+    for (const text of ['[1]', 'null', '"s"', '1.5', 'false']) expect(detailOf(text)).toBe(detailOf(text, parsed));
+    expect(detailOf('[1]')).toBe('not_an_object: the top level is an array, not an object');
+  });
+
+  it.each([
+    ['{"events":[{"markets":5}]}', '/events/0/markets must be array'],
+    ['{"events":[{},{"markets":[{},{"line":"x"}]}]}', '/events/1/markets/1/line must be number,null'],
+    ['{"events":[{"event_id":true}]}', '/events/0/event_id must be string,integer'],
+    ['{"bookmaker":""}', '/bookmaker must NOT have fewer than 1 characters'],
+    // ajv checks properties in the schema's order, not the document's
+    ['{"sport":1,"bookmaker":2}', '/bookmaker must be string'],
+    ['{"events":[{"markets":5,"name":1}]}', '/events/0/name must be string'],
+    ['{"events":[{"markets":[1]}],"sport":false}', '/sport must be string'],
+    // and items in index order, the first faulty item only
+    ['{"events":[{"name":1},{"event_id":null}]}', '/events/0/name must be string'],
+    // a value's own type before anything inside it
+    ['{"events":{"0":{"name":1}}}', '/events must be array'],
+  ])('schema: %s → "%s", word for word as ajv', (text, message) => {
+    expect(detailOf(text)).toBe(`schema: ${message}`);
+    expect(detailOf(text, parsed)).toBe(`schema: ${message}`);
+  });
+});
+
+describe('JSON.parse semantics', () => {
+  it('duplicate keys: the last one counts, for the schema and for the checked fields', () => {
+    expect(reasonOf('{"bookmaker":5,"bookmaker":"northwind"}')).toBe('published');
+    expect(reasonOf('{"bookmaker":"northwind","bookmaker":5}')).toBe('schema');
+    expect(reasonOf('{"bookmaker":"bluewater","bookmaker":"northwind"}')).toBe('published');
+    expect(reasonOf('{"bookmaker":"northwind","bookmaker":"bluewater"}')).toBe('bookmaker_mismatch');
+    expect(reasonOf('{"events":[1],"events":[]}')).toBe('published');
+    expect(reasonOf('{"events":[{"name":1,"name":"x"}]}')).toBe('published');
+    const d = drop('{"generated_at":"yesterday","generated_at":"2026-11-21T18:30:00Z"}');
+    expect(d.outcome === 'published' && d.doc.generatedAt).toBe('2026-11-21T18:30:00Z');
+  });
+
+  it('keys and values with escapes are the same keys and values', () => {
+    expect(reasonOf('{"b\\u006fokmaker":5}')).toBe('schema');
+    expect(reasonOf('{"bookmaker":"north\\u0077ind","sp\\u006frt":"socc\\u0065r"}')).toBe('published');
+    expect(reasonOf('{"ev\\u0065nts":[{"m\\u0061rkets":{}}]}')).toBe('schema');
+    const d = drop('{"generated\\u005fat":"2026-11-21T18:30:00\\u005a"}');
+    expect(d.outcome === 'published' && d.doc).toMatchObject({ generatedAt: '2026-11-21T18:30:00Z', stamped: false });
+  });
+
+  it('fields under __proto__ or deeper are not the top-level ones', () => {
+    expect(reasonOf('{"__proto__":{"bookmaker":"bluewater"},"events":[{"bookmaker":5}]}')).toBe('published');
+    expect(Object.prototype).not.toHaveProperty('bookmaker');
+  });
+
+  it('lone surrogates in escapes are JSON (JSON.parse accepts them)', () => {
+    expect(reasonOf('{"name":"\\uD800","sport":"\\uDC00x"}')).toBe('sport_mismatch');
+    expect(reasonOf('{"bookmaker":"\\ud800"}')).toBe('bookmaker_mismatch');
+  });
+
+  it('stamping works as on the JSON.parse path: empty objects, white space, a BOM', () => {
+    for (const text of ['{}', ' \n{ } ', '\ufeff{"bookmaker":"northwind"}', '{\n  "events": []\n}']) {
+      const a = drop(text);
+      const b = drop(text, parsed);
+      expect(a.outcome).toBe('published');
+      expect(a.outcome === 'published' && b.outcome === 'published' && a.doc.bytes.equals(b.doc.bytes)).toBe(true);
+      expect(a.outcome === 'published' && a.doc.stamped).toBe(true);
+    }
+  });
+
+  it('minLength counts code points as ajv does: a surrogate pair once, raw or escaped', () => {
+    const schema = { type: 'object', properties: { s: { type: 'string', minLength: 2 } } };
+    const one = createDocumentValidator({ ...config.limits, onePassMinBytes: 0 }, schema);
+    const two = createDocumentValidator({ ...config.limits, onePassMinBytes: Infinity }, schema);
+    const cases: [string, boolean][] = [
+      ['"ab"', true],
+      ['"é"', false],
+      ['"éé"', true],
+      ['"😀"', false],
+      ['"\\ud83d\\ude00"', false],
+      ['"\\ud83d\\ud83d"', true],
+      ['"\\ude00\\ud83d"', true],
+      ['"\\ud83d😀"', true],
+      ['"😀\\ude00"', true],
+      ['"\\n"', false],
+      ['"\\n\\t"', true],
+      ['"a\\ud83d"', true],
+      ['"浦"', false],
+      ['"浦和"', true],
+    ];
+    // an escaped high surrogate, then a raw character, then an escaped low one: three
+    const three = { type: 'object', properties: { s: { type: 'string', minLength: 3 } } };
+    expect(reasonOf('{"s":"\\ud83dé\\ude00"}', createDocumentValidator({ ...config.limits, onePassMinBytes: 0 }, three))).toBe('published');
+    expect(reasonOf('{"s":"\\ud83dé\\ude00"}', createDocumentValidator({ ...config.limits, onePassMinBytes: Infinity }, three))).toBe('published');
+    for (const [value, ok] of cases) {
+      const text = `{"s":${value}}`;
+      expect(reasonOf(text, one), text).toBe(ok ? 'published' : 'schema');
+      expect(reasonOf(text, two), text).toBe(ok ? 'published' : 'schema');
+    }
+  });
+});
+
+describe('large top-level values', () => {
+  it('a bookmaker or generated_at over 64 KiB is rejected without being decoded whole', () => {
+    const long = 'x'.repeat(100_000);
+    expect(detailOf(`{"bookmaker":"${long}"}`)).toBe('bookmaker_mismatch: the document says "(a string of 100002 bytes)", the filename names "northwind"');
+    expect(reasonOf(`{"bookmaker":"${long}"}`, parsed)).toBe('bookmaker_mismatch');
+    expect(detailOf(`{"generated_at":[${'1,'.repeat(40_000)}1]}`)).toMatch(/^bad_generated_at: "\(an array of 80003 bytes\)" is not an ISO 8601/);
+    expect(reasonOf(`{"sport":"${long}"}`)).toBe('sport_mismatch');
+  });
+});
+
+describe('the JSON grammar, against JSON.parse itself', () => {
+  const texts = [
+    '{}', '{ }', '{"a":[]}', '{"a":[ ]}', '{"a":{}}', '{"":0}', '{"a":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\\uFFFF"}',
+    '{"a":-0}', '{"a":-0.0e-0}', '{"a":0e0}', '{"a":1E+5}', '{"a":123.456e-789}', '{"a":1e400}', '{"a":00}', '{"a":-01}',
+    '{"a":0.}', '{"a":.0}', '{"a":1e}', '{"a":1e+}', '{"a":--1}', '{"a":-a}', '{"a":0x10}', '{"a":Infinity}', '{"a":-Infinity}',
+    '{"a":true}', '{"a":false}', '{"a":null}', '{"a":True}', '{"a":nulll}', '{"a":truefalse}', '{"a":t}',
+    '{"a":"\u007f"}', '{"a":"\u2028\u2029"}', '{"a":"\u001f"}', '{"a":"\\u123"}', '{"a":"\\U0041"}', '{"a":"\\\'"}',
+    '{"a":1,}', '{,"a":1}', '{"a":1 "b":2}', '{"a":[1 2]}', '{"a":[,1]}', '{"a"::1}', '{"a":1:}', '{1:1}', '{a:1}',
+    '{"a":1}\n\t\r ', '\n{"a":1}', '{"a":1}\u000b', '{"a":1}\u00a0', '{"a":1}/', '{"a":[[[]]]}', '{"a":[[[]]}', '{"a":[{]}',
+    '{"a":"x"}"', '{"a":"unterminated}', '{"a":"\\', '{"a":"\\u', '{"a":1', '{"a"', '{"a', '{',
+  ];
+  it.each(texts)('%j', (text) => {
+    let ok = true;
+    try {
+      JSON.parse(text);
+    } catch {
+      ok = false;
+    }
+    const bytes = Buffer.from(text, 'utf8');
+    let start = 0;
+    while (start < bytes.length && ' \n\r\t'.includes(String.fromCharCode(bytes[start]!))) start++;
+    const r = scanDocument(bytes, start, null, 64, []);
+    expect(r.kind !== 'invalid_json', r.kind === 'invalid_json' ? r.detail : '').toBe(ok);
+  });
+});
+
+describe('the schema plan', () => {
+  it('compiles the shipped schema: types as flags, properties in the schema’s order, ajv’s messages', () => {
+    const r = compileSchemaPlan(loadDocumentSchema());
+    expect(r.ok).toBe(true);
+    if (!r.ok || r.plan === null) return;
+    expect(r.plan.types).toBe(T_OBJECT);
+    expect(r.plan.properties!.map((p) => p.name)).toEqual(['bookmaker', 'sport', 'events']);
+    const [bookmaker, , events] = r.plan.properties!;
+    expect(bookmaker!.plan).toMatchObject({ types: T_STRING, minLength: 1, minLengthMessage: 'must NOT have fewer than 1 characters', typeMessage: 'must be string' });
+    const event = events!.plan.items!;
+    expect(event.properties!.map((p) => p.name)).toEqual(['event_id', 'name', 'sport', 'league', 'starts_at', 'markets']);
+    expect(event.properties![0]!.plan).toMatchObject({ types: T_STRING | T_INTEGER, typeMessage: 'must be string,integer' });
+    const line = event.properties![5]!.plan.items!.properties![1]!.plan;
+    expect(line).toMatchObject({ types: T_NUMBER | T_NULL, typeMessage: 'must be number,null' });
+  });
+
+  it('leaves out what always passes, as ajv does', () => {
+    expect(compileSchemaPlan(true)).toEqual({ ok: true, plan: null });
+    expect(compileSchemaPlan({})).toEqual({ ok: true, plan: null });
+    expect(compileSchemaPlan({ title: 't', description: 'd', $comment: 'c' })).toEqual({ ok: true, plan: null });
+    const r = compileSchemaPlan({ properties: { a: {}, b: { type: 'string' }, c: true } });
+    expect(r.ok && r.plan?.properties?.map((p) => p.name)).toEqual(['b']);
+    expect(r.ok && r.plan?.types).toBe(T_ANY);
+    // JSON Pointer escapes in paths, as ajv writes them
+    const p = compileSchemaPlan({ properties: { 'a/b~c': { type: 'string' } } });
+    expect(p.ok && p.plan?.properties?.[0]?.pointer).toBe('a~1b~0c');
+  });
+
+  it.each([
+    [{ type: 'object', required: ['bookmaker'] }, 'required'],
+    [{ type: 'object', additionalProperties: false }, 'additionalProperties'],
+    [{ properties: { a: { enum: [1] } } }, 'enum'],
+    [{ properties: { a: { $ref: '#' } } }, '$ref'],
+    [{ properties: { a: { type: 'string', pattern: '^x' } } }, 'pattern'],
+    [{ properties: { a: { type: 'string', maxLength: 3 } } }, 'maxLength'],
+    [{ properties: { a: { type: 'number', minimum: 0 } } }, 'minimum'],
+    [{ properties: { a: { type: 'string', default: 'x' } } }, 'default'],
+    [{ items: [{ type: 'string' }] }, 'a list of schemas'],
+    [{ properties: { a: false } }, 'false'],
+    [{ properties: { constructor: { type: 'string' } } }, 'constructor'],
+    [{ properties: { a: { type: 'number', minLength: 1 } } }, 'minLength without the type string'],
+    [{ type: 'array', properties: { a: { type: 'string' } } }, 'properties without the type object'],
+    [{ type: 'object', items: { type: 'string' } }, 'items without the type array'],
+    [{ type: 'text' }, 'type'],
+  ])('refuses %j (%s), so validate.ts uses ajv', (schema, why) => {
+    const r = compileSchemaPlan(schema);
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.unsupported).toContain(why);
+    expect(onePassSupport(schema).ok).toBe(false);
+  });
+
+  it('with a schema it refuses, even a threshold of 0 gets ajv’s verdict', () => {
+    const schema = { type: 'object', required: ['bookmaker'], properties: { bookmaker: { type: 'string' } } };
+    const v = createDocumentValidator({ ...config.limits, onePassMinBytes: 0 }, schema);
+    expect(reasonOf('{}', v)).toBe('schema');
+    expect(detailOf('{}', v)).toBe("schema: the document must have required property 'bookmaker'");
+    // and JSON.parse's words for invalid JSON: the one-pass path was not taken
+    expect(detailOf('{"a":01}', v)).not.toContain('at byte');
+  });
+});
+
+describe('which path', () => {
+  it('by default every drop takes the one-pass path (its details count bytes); a threshold sends small ones to ajv', () => {
+    expect(DEFAULT_ONE_PASS_MIN_BYTES).toBe(0);
+    const feed = EXAMPLE_FEEDS.find((f) => f.filename === NW_SOCCER)!;
+    const big = generateDocument(feed, { targetBytes: 200_000, pretty: false });
+    const small = generateDocument(feed, { targetBytes: 2_000, pretty: false });
+    const byDefault = createDocumentValidator(config.limits);
+    expect(detailOf(big.subarray(0, big.length - 1), byDefault)).toMatch(/at byte \d+$/);
+    expect(detailOf(small.subarray(0, small.length - 1), byDefault)).toMatch(/at byte \d+$/);
+    const threshold = createDocumentValidator({ ...config.limits, onePassMinBytes: 100_000 });
+    expect(detailOf(big.subarray(0, big.length - 1), threshold)).toMatch(/at byte \d+$/);
+    expect(detailOf(small.subarray(0, small.length - 1), threshold)).not.toMatch(/at byte/);
+  });
+
+  it('a generated 5 MB document is published byte for byte, with its generated_at', () => {
+    const feed = EXAMPLE_FEEDS.find((f) => f.filename === NW_SOCCER)!;
+    const bytes = generateDocument(feed, { targetBytes: 5_000_000 });
+    const r = drop(bytes, createDocumentValidator(config.limits));
+    expect(r.outcome).toBe('published');
+    if (r.outcome !== 'published') return;
+    expect(r.doc.bytes.equals(bytes)).toBe(true);
+    expect(r.doc.generatedAt).toBe(DEFAULT_GENERATED_AT);
+    expect(r.doc.stamped).toBe(false);
+  });
+
+  it('every corpus case comes out as on the JSON.parse path', () => {
+    for (const c of generateCorpus()) {
+      if (!parseFilename(registry, c.filename)) continue;
+      const a = drop(c.bytes, onePass, c.filename);
+      const b = drop(c.bytes, parsed, c.filename);
+      expect(a.outcome, c.name).toBe(b.outcome);
+      if (a.outcome === 'published' && b.outcome === 'published') expect(a.doc.bytes.equals(b.doc.bytes), c.name).toBe(true);
+      if (a.outcome === 'rejected' && b.outcome === 'rejected') expect(a.reason, c.name).toBe(b.reason);
+    }
+  });
+});
