@@ -3,7 +3,7 @@
  * it (src/ingest/manifest-sync.ts): against the real Redis catalog and a filesystem store, after
  * many commits the manifest holds every one of them, equal to the catalog; the whole catalog is
  * re-read only when another process committed (another publisher on the same prefix) or a commit
- * came without its entry; its coalescing window widens while commits keep coming.
+ * came without its entry; its coalescing window follows the cost of a write.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -58,12 +58,20 @@ describe('the manifest writer, incrementally', () => {
         return catalog.snapshotJson();
       },
     };
+    let manifestDelayMs = 0;
     const countedStore: Store = {
       ...store,
-      put: (key, bytes, type) => {
-        if (key === MANIFEST_KEY) counts.manifestWrites++;
+      put: async (key, bytes, type) => {
+        if (key === MANIFEST_KEY) {
+          counts.manifestWrites++;
+          if (manifestDelayMs) await new Promise((r) => setTimeout(r, manifestDelayMs));
+        }
         return store.put(key, bytes, type);
       },
+    };
+    /** Make every manifest write take this much longer (a big catalog, a slow store). */
+    const slowManifest = (ms: number) => {
+      manifestDelayMs = ms;
     };
     let n = 0;
     const publish = async (filename: string, via: Catalog = catalog, keep = 10) => {
@@ -84,7 +92,7 @@ describe('the manifest writer, incrementally', () => {
       expect(Object.keys(m.files)).toEqual(snapshot.entries.map((e) => e.filename));
       expect(Object.values(m.files)).toEqual(snapshot.entries);
     };
-    return { store: countedStore, catalog: counted, otherCatalog, publish, manifest, expectMirrors, counts };
+    return { store: countedStore, catalog: counted, otherCatalog, publish, manifest, expectMirrors, counts, slowManifest };
   };
 
   it('renders the same bytes as toManifest', async () => {
@@ -190,34 +198,42 @@ describe('the manifest writer, incrementally', () => {
     b.close();
   });
 
-  it('widens its window while commits keep coming, and narrows it again after a pause', async () => {
-    const { store, catalog, publish, expectMirrors, counts } = await setup();
-    const w = createManifestWriter({ catalog, store, log, coalesceMs: 20, maxCoalesceMs: 300, checkEveryMs: 600_000 });
+  it('sizes its window by what a write costs: fast writes keep the base window, slow ones widen it', async () => {
+    const { store, catalog, publish, expectMirrors, counts, slowManifest } = await setup();
+    const w = createManifestWriter({ catalog, store, log, coalesceMs: 20, maxCoalesceMs: 400, checkEveryMs: 600_000 });
     await w.flush();
-    const before = counts.manifestWrites;
-    const t0 = Date.now();
-    let commits = 0;
-    while (Date.now() - t0 < 2000) {
-      const p = await publish(`site_live_s${commits % 30}.json`);
-      w.committed(p.result.seq, p.entry.filename, p.result.evicted, p.claim, p.entry);
-      commits++;
-      await new Promise((r) => setTimeout(r, 4));
-    }
-    await w.flush();
-    await expectMirrors();
-    const writes = counts.manifestWrites - before;
-    // A fixed 20 ms window would write up to ~100 times in 2 s; a window growing to 300 ms, ~10.
-    expect(commits).toBeGreaterThan(40);
-    expect(writes).toBeLessThan(30);
+    const burst = async (ms: number) => {
+      const before = counts.manifestWrites;
+      const t0 = Date.now();
+      let commits = 0;
+      while (Date.now() - t0 < ms) {
+        const p = await publish(`site_live_s${commits % 30}.json`);
+        w.committed(p.result.seq, p.entry.filename, p.result.evicted, p.claim, p.entry);
+        commits++;
+        await new Promise((r) => setTimeout(r, 4));
+      }
+      await w.flush();
+      await expectMirrors();
+      expect(commits).toBeGreaterThan(40);
+      return counts.manifestWrites - before;
+    };
+    // Writes of a few ms: the window stays near 20 ms, so there are many writes (a window growing
+    // to 400 ms would make fewer than 10 in 1.5 s).
+    expect(await burst(1500)).toBeGreaterThan(20);
+    // Writes of 60 ms: the window grows to 4 × 60 ms, so few writes (a 20 ms window: about 20).
+    slowManifest(60);
+    expect(await burst(1500)).toBeLessThan(10);
 
-    // After a pause, a lone commit is written within about the base window again.
-    await new Promise((r) => setTimeout(r, 700));
+    // Fast again: one fast write brings the window back, and a lone commit's claim goes promptly.
+    slowManifest(0);
+    const first = await publish('site_live_first.json');
+    w.committed(first.result.seq, 'site_live_first.json', [], first.claim, first.entry);
+    await waitFor(() => !existsSync(first.claim), 5000, 'the first claim removed');
     const lone = await publish('site_live_lone.json');
     const t1 = Date.now();
     w.committed(lone.result.seq, 'site_live_lone.json', [], lone.claim, lone.entry);
     await waitFor(() => !existsSync(lone.claim), 5000, 'the lone claim removed');
-    // Well under the widest window (300 ms): the window is back at 20 ms.
-    expect(Date.now() - t1).toBeLessThan(250);
+    expect(Date.now() - t1).toBeLessThan(150);
     w.close();
   });
 });
