@@ -1,6 +1,6 @@
 /**
  * Reader vs nginx: one reader process (`oddsfiles start --roles reader`, as deployed: request log
- * on, plan rate limit counted in Redis) against one nginx worker serving the same bytes as static
+ * on, plan rate limit counted with tokens leased from Redis) against one nginx worker serving the same bytes as static
  * files (gzip_static with the reader's own gzip bytes), in the same run.
  *
  *   npx tsx bench/reader-nginx.ts [--rounds 3] [--duration 4] [--connections 32] [--no-doc]
@@ -112,7 +112,7 @@ async function main(): Promise<void> {
   const variants: Server[] = [];
   for (const [name, env] of [
     ['reader, LOG_LEVEL=warn (no request log)', { LOG_LEVEL: 'warn' }],
-    ['reader, LOG_LEVEL=warn, plan without rate (no Redis call)', { LOG_LEVEL: 'warn', ODDSFILES_CONFIG: noRate }],
+    ['reader, LOG_LEVEL=warn, plan without rate (no limit to count)', { LOG_LEVEL: 'warn', ODDSFILES_CONFIG: noRate }],
   ] as const) {
     // At LOG_LEVEL=warn it does not log its address: give it one.
     const port = await freePort();
@@ -149,7 +149,7 @@ async function main(): Promise<void> {
   await writeFile(join(www, 'data', BIG), identity.bytes);
   await writeFile(join(www, 'data', `${BIG}.gz`), gz.bytes);
 
-  const servers: Server[] = [reader, ...variants];
+  const servers: Server[] = [reader, ...variants, { ...(await startBareNode(dir, sys.key)), scenarios: 'all' }];
   if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
 
   const scenarios: Scenario[] = [
@@ -203,8 +203,9 @@ async function main(): Promise<void> {
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/reader-nginx.ts${args.length ? ` ${args.join(' ')}` : ''}\`; load: ${wrkBin ? `wrk, 1 thread` : 'autocannon in the bench process'}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
-    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted in Redis on every request (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
-    '- two more reader processes on the same data show where its time goes: without the request log line (`LOG_LEVEL=warn`), and also without the rate-limit counter (a `pro` plan without `rate`: no Redis command per request). Measured in the two scenarios with a target.',
+    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
+    '- two more reader processes on the same data show where its time goes: without the request log line (`LOG_LEVEL=warn`), and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
+    '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
     table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
@@ -237,6 +238,53 @@ async function freePort(): Promise<number> {
     });
     srv.on('error', reject);
   });
+}
+
+/**
+ * The ceiling of any Node server here: node:http answering the same files from Buffers after a Map
+ * lookup of the key, nothing else (no framework, no log, no limits), in a process of its own.
+ */
+async function startBareNode(dir: string, key: string): Promise<Omit<Server, 'scenarios'>> {
+  const script = join(dir, 'bare-node.mjs');
+  await writeFile(
+    script,
+    `import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+const www = ${JSON.stringify(join(dir, 'www'))};
+const keys = new Map([[${JSON.stringify(key)}, { id: 'bench' }]]);
+const routes = new Map([
+  ['/v1/files', { identity: readFileSync(www + '/files.json') }],
+  ['/v1/data/${BIG}', { identity: readFileSync(www + '/data/${BIG}'), gzip: readFileSync(www + '/data/${BIG}.gz') }],
+]);
+const server = createServer((req, res) => {
+  if (!keys.has(req.headers['x-api-key'])) return void res.writeHead(401).end();
+  const route = routes.get(req.url);
+  if (!route) return void res.writeHead(404).end();
+  const gz = route.gzip !== undefined && (req.headers['accept-encoding'] ?? '').includes('gzip');
+  const body = gz ? route.gzip : route.identity;
+  const headers = { 'content-type': 'application/json', 'content-length': body.length };
+  if (gz) headers['content-encoding'] = 'gzip';
+  res.writeHead(200, headers).end(body);
+});
+server.keepAliveTimeout = 72_000;
+server.listen(Number(process.argv[2]), '127.0.0.1');
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
+`,
+  );
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [script, String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
+  onCleanup(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; !(await fetch(`${base}/v1/files`, { headers: { 'x-api-key': key } }).then((r) => r.ok, () => false)); i++) {
+    if (i > 100) throw new Error('the bare node:http server did not start');
+    await sleep(50);
+  }
+  return { name: 'bare node:http (Buffers, key lookup; the ceiling of a Node server)', base, pids: () => [child.pid!] };
 }
 
 async function startNginx(bin: string, dir: string): Promise<Omit<Server, 'scenarios'>> {
