@@ -195,8 +195,15 @@ describe('the config file', () => {
     expect(c.limits).toEqual({ maxFileBytes: 52_428_800, futureSkewMs: 60_000, maxDepth: expect.any(Number) });
     expect(c.sports).toEqual(['soccer', 'darts']);
     expect(c.ingest.concurrency).toBe(8);
+    // Kernel events unless polling is asked for.
+    expect(c.ingest.pollMs).toBe(0);
     expect(c.bookmakers).toHaveLength(7);
     expect(Object.keys(c.plans).sort()).toEqual(['free', 'pro']);
+  });
+
+  it('ingest.poll turns on polling of the inbox, at that period', async () => {
+    await yaml('ingest: { poll: 750ms }\n');
+    expect(load().ingest.pollMs).toBe(750);
   });
 
   it('ODDSFILES_CONFIG names the file (relative to the working folder) and wins over ./oddsfiles.yaml', async () => {

@@ -251,6 +251,8 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
 
   const authFailures: AuthFailureGate = {
     locked(request) {
+      // Nobody locked out (the usual case): no need to normalise the address (an IPv6 regex).
+      if (lockedUntil.size === 0) return undefined;
       const known = knownLock(normalizeIP(request.ip, IPV6_SUBNET));
       if (known !== undefined) metrics?.rateLimited('auth_failures');
       return known;
