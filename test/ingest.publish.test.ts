@@ -10,7 +10,6 @@ import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readManifest } from '../src/catalog/manifest.js';
@@ -22,11 +21,11 @@ import { buildRegistry } from '../src/feeds/registry.js';
 import { createDocumentValidator } from '../src/feeds/validate.js';
 import { claimPath, ensureInbox, newClaimId, readClaim } from '../src/ingest/inbox.js';
 import { createPublisher, type PublisherDeps } from '../src/ingest/publish.js';
-import { createLogger } from '../src/log.js';
 import { redisKeys } from '../src/redis/keys.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { docFor } from './helpers/faults.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
+import { capturingLogger } from './helpers/log.js';
 
 const FEED = { filename: 'site_live_northwind_soccer.json', bookmaker: 'northwind', sport: 'soccer' };
 
@@ -51,17 +50,7 @@ describe('the publish step', () => {
     await ensureInbox(config.inboxDir);
     const store = createFsStore(config.storeUrl);
     const catalog = createCatalog(redis, redisKeys(prefix));
-    const logLines: Record<string, unknown>[] = [];
-    const log = createLogger({
-      level: 'info',
-      pretty: false,
-      destination: new Writable({
-        write(chunk: Buffer, _e, cb) {
-          for (const line of chunk.toString('utf8').split('\n')) if (line) logLines.push(JSON.parse(line) as Record<string, unknown>);
-          cb();
-        },
-      }),
-    });
+    const { log, lines: logLines } = capturingLogger();
     const publish = createPublisher({
       config,
       registry: buildRegistry(config.bookmakers, config.sports),

@@ -6,26 +6,15 @@
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createIngestQueue, type IngestQueue } from '../src/ingest/queue.js';
 import { startWatcher, type InboxWatcher } from '../src/ingest/watcher.js';
-import { createLogger } from '../src/log.js';
+import { capturingLogger } from './helpers/log.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 const prefix = uniquePrefix('watcher');
-const lines: Record<string, unknown>[] = [];
-const log = createLogger({
-  level: 'info',
-  pretty: false,
-  destination: new Writable({
-    write: (chunk: Buffer, _e, cb) => {
-      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-      cb();
-    },
-  }),
-});
+const { log, lines } = capturingLogger();
 
 let connection: Redis;
 let queue: IngestQueue;

@@ -9,7 +9,6 @@
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import type { Worker } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,10 +16,10 @@ import { claimPath, ensureInbox, newClaimId, processingDir, type Claim } from '.
 import type { DropResult, Publisher } from '../src/ingest/publish.js';
 import { createIngestQueue, enqueueClaim, enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from '../src/ingest/queue.js';
 import { createIngestWorker } from '../src/ingest/worker.js';
-import { createLogger } from '../src/log.js';
 import { dropFile } from './helpers/faults.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { waitFor } from './helpers/service.js';
+import { capturingLogger } from './helpers/log.js';
 
 interface Call {
   readonly claimId: string;
@@ -57,17 +56,7 @@ describe('the ingest worker takes its claim', () => {
     await ensureInbox(inbox);
     const queue = createIngestQueue(connect(), prefix);
     queues.push(queue);
-    const logLines: Record<string, unknown>[] = [];
-    const log = createLogger({
-      level: 'info',
-      pretty: false,
-      destination: new Writable({
-        write(chunk: Buffer, _e, cb) {
-          for (const line of chunk.toString('utf8').split('\n')) if (line) logLines.push(JSON.parse(line) as Record<string, unknown>);
-          cb();
-        },
-      }),
-    });
+    const { log, lines: logLines } = capturingLogger();
     const calls: Call[] = [];
     /** What the stand-in publish step does after recording a call (default: settle as published). */
     let behaviour: (claim: Claim, call: number) => Promise<void> = async () => undefined;
