@@ -83,18 +83,17 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
   };
   const variant = createVariantMaker({ log, enabled: compress, track });
 
-  /** Hold `version` unless something at least as new is held; true when it was taken. */
-  const install = (version: Version): boolean => {
+  /** Hold `version` unless something at least as new is held. */
+  const install = (version: Version): void => {
     const name = version.entry.filename;
     const held = versions.get(name);
-    if (held && !supersedes(version.entry, version.seq, held)) return false;
+    if (held && !supersedes(version.entry, version.seq, held)) return;
     versions.set(name, version);
     if (!held) {
       sorted = [...versions.keys()].sort();
       generation++;
     }
     log.debug({ filename: name, sha256: version.entry.sha256, seq: version.seq }, 'reader holds new version');
-    return true;
   };
 
   /** Start loading `entry` if it supersedes what is held and what is being loaded. */
