@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { createCatalog } from './catalog/redis-catalog.js';
 import { buildRegistry } from './feeds/registry.js';
-import { createDocumentValidator } from './feeds/validate.js';
+import { createDocumentValidator, loadDocumentSchema, onePassSupport } from './feeds/validate.js';
 import { ensureInbox } from './ingest/inbox.js';
 import { createPublisher } from './ingest/publish.js';
 import { createIngestQueue, enqueueDrop } from './ingest/queue.js';
@@ -92,10 +92,15 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     if (roles.includes('worker')) {
       await ensureInbox(config.inboxDir);
       const rejections = createRejectionLog(client, keys);
+      const schema = loadDocumentSchema();
+      const onePass = onePassSupport(schema);
+      if (!onePass.ok) {
+        log.warn({ unsupported: onePass.unsupported }, 'the document schema uses a keyword the one-pass check does not know: every drop is checked with JSON.parse + ajv (slower, several times its size in memory)');
+      }
       const publish = createPublisher({
         config,
         registry,
-        validate: createDocumentValidator(config.limits),
+        validate: createDocumentValidator(config.limits, schema),
         store,
         catalog,
         log,

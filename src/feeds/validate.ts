@@ -96,7 +96,7 @@ export function createDocumentValidator(limits: DocumentLimits, schema?: object)
   return (check) => validateDocument(check, limits, inOnePass !== null && check.bytes.length >= threshold ? inOnePass : byAjv);
 }
 
-/** Whether a schema can be checked in one pass (else: why not). Drops are then checked by ajv only. */
+/** Whether a schema can be checked in one pass (else: why not; drops then go through ajv only, and the worker says so at start). */
 export function onePassSupport(schema: object): { readonly ok: true } | { readonly ok: false; readonly unsupported: string } {
   const compiled = compileSchemaPlan(schema);
   return compiled.ok ? { ok: true } : compiled;
@@ -156,7 +156,7 @@ function tooDeep(maxDepth: number): RejectionError {
   return new RejectionError('schema', `nested deeper than ${maxDepth} levels`);
 }
 
-/** Small drops: the depth, JSON.parse, then ajv over the object graph. */
+/** The reference path: the depth, JSON.parse, then ajv over the object graph (see the header). */
 function ajvReader(validateSchema: ValidateFunction, maxDepth: number): DocumentReader {
   return (bytes) => {
     // Before JSON.parse, which recurses: too deep is `schema` even in a document that is not JSON.
@@ -181,7 +181,7 @@ function ajvReader(validateSchema: ValidateFunction, maxDepth: number): Document
   };
 }
 
-/** Large drops: one pass over the bytes (scan.ts), depth included; only the head fields are decoded. */
+/** The default path: one pass over the bytes (scan.ts), depth included; only the head fields are decoded. */
 function onePassReader(plan: SchemaPlan | null, maxDepth: number): DocumentReader {
   return (bytes, start, raw) => {
     const r = scanDocument(raw, raw.length - bytes.length + start, plan, maxDepth, HEAD_FIELDS);
