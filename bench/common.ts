@@ -77,7 +77,9 @@ export function numberArg(name: string, fallback: number, args: readonly string[
 
 export async function tempDir(label: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `oddsfiles-bench-${label}-`));
-  onCleanup(() => rm(dir, { recursive: true, force: true }));
+  // BENCH_KEEP=1 keeps the folders (logs, stores) for a look after the run.
+  if (process.env.BENCH_KEEP === '1') log(`keeping ${dir} (BENCH_KEEP=1)`);
+  else onCleanup(() => rm(dir, { recursive: true, force: true }));
   return dir;
 }
 

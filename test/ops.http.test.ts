@@ -16,6 +16,7 @@ import { createLogger } from '../src/log.js';
 import { checkAdminAccess, isLoopbackAddress, isLoopbackHost } from '../src/ops/admin-guard.js';
 import { startMetricsServer } from '../src/ops/metrics-server.js';
 import { createMetrics, type Metrics } from '../src/ops/metrics.js';
+import type { QueueProvider } from '../src/ops/dashboard.js';
 import { registerOps } from '../src/ops/ops-plugin.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
@@ -84,10 +85,10 @@ describe('operator endpoints', () => {
     },
   });
 
-  async function buildApp(adminToken: string | undefined, metrics: Metrics, extra: { trustProxy?: boolean; withQueue?: boolean } = {}): Promise<FastifyInstance> {
+  async function buildApp(adminToken: string | undefined, metrics: Metrics, extra: { trustProxy?: boolean; withQueue?: boolean; queue?: QueueProvider } = {}): Promise<FastifyInstance> {
     const log = createLogger({ level: 'trace', destination: sink, pretty: false });
     const app = fastify({ loggerInstance: log, trustProxy: extra.trustProxy ?? false }) as unknown as FastifyInstance;
-    await registerOps(app, { config: { ...baseConfig, adminToken }, metrics, ...(extra.withQueue === false ? {} : { queue }) });
+    await registerOps(app, { config: { ...baseConfig, adminToken }, metrics, ...(extra.withQueue === false ? {} : { queue: extra.queue ?? queue }) });
     app.get('/v1/data/:filename', async () => ({ ok: true }));
     await app.ready();
     apps.push(app);
@@ -186,6 +187,41 @@ describe('operator endpoints', () => {
       const text = (await a.inject({ url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } })).body;
       expect(sample(text, 'oddsfiles_auth_failures_total', { reason: 'admin_token' })).toBe(2);
       expect(sample(text, 'oddsfiles_http_requests_total', { route: '/metrics', method: 'GET', status: '401' })).toBe(2);
+    });
+  });
+
+  describe('the dashboard where the queue is opened on demand (a reader-only process)', () => {
+    it('opens the queue on the first admitted dashboard request only, answers 503 with Retry-After while it cannot, and tries again', async () => {
+      const auth = { authorization: `Bearer ${TOKEN}` };
+      let calls = 0;
+      let reachable = false;
+      const provider = async (): Promise<IngestQueue> => {
+        calls++;
+        if (!reachable) throw new Error('connect ECONNREFUSED');
+        return queue;
+      };
+      const app = await buildApp(TOKEN, createMetrics({ defaultMetrics: false }), { queue: provider });
+      expect(calls).toBe(0);
+      // Neither /metrics (queue depth is read with plain Redis) nor a refused request opens it.
+      expect((await app.inject({ url: '/metrics', headers: auth })).statusCode).toBe(200);
+      expect((await app.inject({ url: '/admin/queues' })).statusCode).toBe(401);
+      expect(calls).toBe(0);
+
+      const down = await app.inject({ url: '/admin/queues', headers: auth });
+      expect(down.statusCode).toBe(503);
+      expect(down.headers['retry-after']).toBe('5');
+      expect(down.body).toContain('cannot reach the queue');
+      expect(calls).toBe(1);
+
+      reachable = true;
+      const page = await app.inject({ url: '/admin/queues', headers: auth });
+      expect(page.statusCode).toBe(200);
+      expect(page.headers['content-type']).toMatch(/^text\/html/);
+      const api = await app.inject({ url: '/admin/queues/api/queues', headers: auth });
+      expect(api.json<{ queues: { name: string; counts: Record<string, number> }[] }>().queues[0]).toMatchObject({ name: 'ingest', counts: { waiting: 3, delayed: 1 } });
+      // HEAD comes with GET, and the board is built once.
+      expect((await app.inject({ method: 'HEAD', url: '/admin/queues', headers: auth })).statusCode).toBe(200);
+      expect(calls).toBe(2);
     });
   });
 

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { copyFile, rename, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { QueueEvents, type Job } from 'bullmq';
-import { SingleBar, Presets } from 'cli-progress';
+import type { Job } from 'bullmq';
 import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
 import { claimPath, ensureInbox, newClaimId, processingDir } from '../ingest/inbox.js';
-import { createIngestQueue, enqueueClaim, type IngestJobData, type IngestResult } from '../ingest/queue.js';
+import type { IngestJobData, IngestResult } from '../ingest/queue.js';
 import { INGEST_QUEUE } from '../redis/keys.js';
 import { createRedis } from '../redis/connect.js';
 import { parseDuration } from '../duration.js';
@@ -35,6 +34,8 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
       }
       const config = ctx.config();
       const url = await ctx.redisUrl();
+      // Loaded by the command that needs them, not by every process that builds the CLI.
+      const [{ QueueEvents }, { SingleBar, Presets }, { createIngestQueue, enqueueClaim }] = await Promise.all([import('bullmq'), import('cli-progress'), import('../ingest/queue.js')]);
       const queue = createIngestQueue(await ctx.redis(), config.redis.prefix);
       const events = opts.wait ? new QueueEvents(INGEST_QUEUE, { connection: createRedis(url, 'worker', 'oddsfiles-cli-events'), prefix: config.redis.prefix }) : undefined;
       const bar = files.length >= 10 && (ctx.io.stderr as NodeJS.WriteStream).isTTY

@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { NotFoundError, UsageError } from '../errors.js';
 import { claimPath, ensureInbox, newClaimId } from '../ingest/inbox.js';
-import { createIngestQueue, enqueueClaim } from '../ingest/queue.js';
 import { listRejections, readRejection, type RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
@@ -37,6 +36,7 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
       const records = opts.all ? await listRejections(config.rejectedDir) : [await readRejection(config.rejectedDir, id!)];
       if (!opts.all && !records[0]) throw new NotFoundError(`no rejected drop with id ${id}`);
       const redis = await ctx.redis();
+      const { createIngestQueue, enqueueClaim } = await import('../ingest/queue.js');
       const queue = createIngestQueue(redis, config.redis.prefix);
       try {
         await ensureInbox(config.inboxDir);

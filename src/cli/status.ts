@@ -12,8 +12,8 @@ import type { Config } from '../config.js';
 import { formatAge } from '../duration.js';
 import { UsageError } from '../errors.js';
 import { buildRegistry, parseFilename } from '../feeds/registry.js';
-import { createIngestQueue } from '../ingest/queue.js';
 import { createRejectionLog } from '../ingest/rejection-log.js';
+import { createQueueCounts } from '../ops/queue-counts.js';
 import type { RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
@@ -72,27 +72,24 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       if (!Number.isInteger(wanted) || wanted < 0) throw new UsageError(`--rejections takes a whole number, not "${opts.rejections}"`);
       const config = ctx.config();
       const redis = await ctx.redis();
-      const queue = createIngestQueue(redis, config.redis.prefix);
-      try {
-        const now = Date.now();
-        const registry = buildRegistry(config.bookmakers, config.sports);
-        const [counts, workers, snapshot, rejections] = await Promise.all([
-          queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
-          queue.getWorkersCount().catch(() => null),
-          createCatalog(redis, ctx.keys()).snapshot(),
-          wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
-        ]);
-        const feeds = feedStatuses(snapshot.entries, config.staleAfterMs, now);
-        const published = new Set(feeds.map((f) => f.filename));
-        const missing = registry.filenames.filter((n) => !published.has(n));
-        const stale = feeds.filter((f) => f.stale).length;
-        const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections };
-        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-        else ctx.io.stdout.write(renderText(report, registry, now));
-        if (stale > 0) process.exitCode = 1;
-      } finally {
-        await queue.close();
-      }
+      // Plain ioredis reads of BullMQ's keys: status never loads BullMQ.
+      const queue = createQueueCounts(redis, config.redis.prefix);
+      const now = Date.now();
+      const registry = buildRegistry(config.bookmakers, config.sports);
+      const [counts, workers, snapshot, rejections] = await Promise.all([
+        queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
+        queue.getWorkersCount().catch(() => null),
+        createCatalog(redis, ctx.keys()).snapshot(),
+        wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
+      ]);
+      const feeds = feedStatuses(snapshot.entries, config.staleAfterMs, now);
+      const published = new Set(feeds.map((f) => f.filename));
+      const missing = registry.filenames.filter((n) => !published.has(n));
+      const stale = feeds.filter((f) => f.stale).length;
+      const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections };
+      if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      else ctx.io.stdout.write(renderText(report, registry, now));
+      if (stale > 0) process.exitCode = 1;
     });
 }
 

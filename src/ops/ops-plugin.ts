@@ -1,18 +1,19 @@
 /**
  * The operator endpoints of a Fastify app: GET /metrics (Prometheus text), the BullMQ dashboard at
- * /admin/queues (bull-board; only when a queue is given), both behind the admin guard, plus a
- * root onResponse hook that counts every HTTP response by route pattern, method and status.
+ * /admin/queues (bull-board, loaded on its first request: dashboard.ts; only when a queue is
+ * given), both behind the admin guard, plus a root onResponse hook that counts every HTTP response
+ * by route pattern, method and status.
  *
  * Call registerOps on the root instance before app.ready() (hooks cannot be added after), ideally
  * before the other routes: the hook then sees every route, the 404 handler included.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
-import type { IngestQueue } from '../ingest/queue.js';
 import { adminGuard, type AdminDenyReason } from './admin-guard.js';
+import { DASHBOARD_PATH, registerDashboard, type QueueProvider } from './dashboard.js';
 import type { Metrics } from './metrics.js';
 
-export const DASHBOARD_PATH = '/admin/queues';
+export { DASHBOARD_PATH };
 export const METRICS_PATH = '/metrics';
 /** The route label of responses that matched no route (404s): never the raw URL. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -20,8 +21,11 @@ export const UNMATCHED_ROUTE = 'unmatched';
 export interface OpsDeps {
   readonly config: Pick<Config, 'adminToken'>;
   readonly metrics: Metrics;
-  /** The ingest queue: the dashboard is mounted only when given. */
-  readonly queue?: IngestQueue;
+  /**
+   * The ingest queue, or how to open it: the dashboard is mounted only when given, and loads
+   * bull-board (and, with a provider, BullMQ) on its first request (dashboard.ts).
+   */
+  readonly queue?: QueueProvider;
   /**
    * Dashboard actions (retry, clean, pause, add job...). Off by default: a rejected drop's job
    * retried from the dashboard finds its file gone (rejected drops go back through the pipeline
@@ -51,27 +55,5 @@ export async function registerOps(app: FastifyInstance, deps: OpsDeps): Promise<
     return reply.header('content-type', metrics.contentType).header('cache-control', 'no-store').send(body);
   });
 
-  const queue = deps.queue;
-  if (queue) {
-    // Loaded only where the dashboard is served: a worker process never loads bull-board.
-    const [{ createBullBoard }, { BullMQAdapter }, { FastifyAdapter }] = await Promise.all([
-      import('@bull-board/api'),
-      import('@bull-board/api/bullMQAdapter'),
-      import('@bull-board/fastify'),
-    ]);
-    const serverAdapter = new FastifyAdapter();
-    serverAdapter.setBasePath(DASHBOARD_PATH);
-    const readOnlyMode = !(deps.dashboardActions ?? false);
-    createBullBoard({
-      // bull-board types its adapter against the untyped Queue; ours carries the job types.
-      queues: [new BullMQAdapter(queue as unknown as ConstructorParameters<typeof BullMQAdapter>[0], { readOnlyMode, allowRetries: !readOnlyMode, description: 'drops waiting to be validated and published' })],
-      serverAdapter,
-      options: { uiConfig: { boardTitle: 'oddsfiles' } },
-    });
-    // An encapsulated context: the guard and bull-board's own error handler stay inside it.
-    await app.register(async (scope) => {
-      scope.addHook('onRequest', guard);
-      await scope.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
-    });
-  }
+  if (deps.queue) await registerDashboard(app, { queue: deps.queue, guard, actions: deps.dashboardActions ?? false });
 }

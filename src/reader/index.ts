@@ -9,8 +9,8 @@ import type { Config } from '../config.js';
 import type { FeedRegistry } from '../feeds/registry.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
-import type { IngestQueue } from '../ingest/queue.js';
 import type { Metrics } from '../ops/metrics.js';
+import type { QueueProvider } from '../ops/dashboard.js';
 import { registerOps } from '../ops/ops-plugin.js';
 import { buildReaderApp } from './app.js';
 import type { RateLimitCheck } from './rate-limit.js';
@@ -44,8 +44,8 @@ export interface ReaderDeps {
   readonly register?: (app: FastifyInstance) => Promise<void> | void;
   /** Metrics of this process: /metrics, HTTP counts, feed freshness from what this reader holds. */
   readonly metrics?: Metrics;
-  /** The ingest queue, for the dashboard at /admin/queues. */
-  readonly queue?: IngestQueue;
+  /** The ingest queue, or how to open it, for the dashboard at /admin/queues (opened on its first request). */
+  readonly queue?: QueueProvider;
 }
 
 export interface RunningReader {

@@ -1,0 +1,95 @@
+/**
+ * The worker role of `oddsfiles start`: validate and publish what the queue names, under a
+ * supervisor. service.ts loads this module only in processes that run the role, so readers never
+ * load ajv, the publisher or BullMQ's Worker.
+ */
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import type { Catalog } from '../catalog/redis-catalog.js';
+import type { Config } from '../config.js';
+import type { FeedRegistry } from '../feeds/registry.js';
+import { createDocumentValidator, loadDocumentSchema, onePassSupport } from '../feeds/validate.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../ops/metrics.js';
+import { createRedis } from '../redis/connect.js';
+import type { RedisKeys } from '../redis/keys.js';
+import type { Store } from '../store/store.js';
+import { ensureInbox } from './inbox.js';
+import { createPublisher, type PublisherDeps } from './publish.js';
+import { enqueueDrop, type IngestQueue } from './queue.js';
+import { createRejectionLog } from './rejection-log.js';
+import { superviseWorker } from './supervisor.js';
+import { createIngestWorker } from './worker.js';
+
+export interface WorkerRoleDeps {
+  readonly config: Config;
+  readonly redisUrl: string;
+  /** Command connection (rejection log). */
+  readonly client: Redis;
+  readonly keys: RedisKeys;
+  readonly queue: IngestQueue;
+  readonly store: Store;
+  readonly catalog: Catalog;
+  readonly registry: FeedRegistry;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /** In one process the reader takes the bytes just published: no store read, no wait for the announcement. */
+  readonly onPublished?: PublisherDeps['onPublished'];
+}
+
+/** Starts the supervised worker; resolves to its stop function (drains in-flight jobs, bounded). */
+export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promise<void>> {
+  const { config, log, queue, metrics } = deps;
+  await ensureInbox(config.inboxDir);
+  const rejections = createRejectionLog(deps.client, deps.keys);
+  const schema = loadDocumentSchema();
+  const onePass = onePassSupport(schema);
+  if (!onePass.ok) {
+    log.warn({ unsupported: onePass.unsupported }, 'the document schema uses a keyword the one-pass check does not know: every drop is checked with JSON.parse + ajv (slower, several times its size in memory)');
+  }
+  const publish = createPublisher({
+    config,
+    registry: deps.registry,
+    validate: createDocumentValidator(config.limits, schema),
+    store: deps.store,
+    catalog: deps.catalog,
+    log,
+    recordRejection: (r) => rejections.record(r),
+    ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
+  });
+  const worker = await superviseWorker({
+    queue,
+    concurrency: config.ingest.concurrency,
+    log,
+    create: () => {
+      // Each worker (the supervisor may replace one) owns its connection and closes it.
+      const connection = createRedis(deps.redisUrl, 'worker', `${config.redis.prefix}:worker`);
+      connection.on('error', (err) => log.debug({ err: { message: err.message } }, 'redis worker connection error'));
+      const worker = createIngestWorker({
+        connection,
+        prefix: config.redis.prefix,
+        inboxDir: config.inboxDir,
+        concurrency: config.ingest.concurrency,
+        lockDurationMs: config.ingest.lockDurationMs,
+        publish,
+        log,
+        // A newer drop may have landed while this one was processed from an older claim.
+        onSettled: async (result, job) => {
+          metrics.jobSettled(result, job);
+          const pending = await access(join(config.inboxDir, result.filename)).then(() => true, () => false);
+          if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
+        },
+      });
+      worker.on('closed', () => void connection.quit().catch(() => connection.disconnect()));
+      return worker;
+    },
+  });
+  return async () => {
+    const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
+    if ((await Promise.race([worker.close(), timeout])) === 'timeout') {
+      log.warn({ timeoutMs: config.ingest.shutdownTimeoutMs }, 'in-flight jobs did not finish in time; their claims are kept and retried on the next start');
+      await worker.close(true);
+    }
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * The BullMQ dashboard (bull-board) at /admin/queues, loaded on its first request: bull-board,
+ * BullMQ and their web stack (@fastify/static, @fastify/view, ejs) cost a reader about 20 MB of RSS
+ * that a reader never needs until an operator opens the dashboard.
+ *
+ * The routes under /admin/queues are registered up front (Fastify cannot add routes once ready),
+ * behind the caller's guard; the first request builds a private Fastify instance that holds
+ * bull-board and is never listened on, and every request is handed to it with inject(). The
+ * answers are bull-board's own, byte for byte, minus the hop-by-hop headers.
+ */
+import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods, type onRequestHookHandler } from 'fastify';
+import { HttpProblem } from '../errors.js';
+import type { IngestQueue } from '../ingest/queue.js';
+
+export const DASHBOARD_PATH = '/admin/queues';
+
+/** The queue, or how to open it (called once, on the first dashboard request). */
+export type QueueProvider = IngestQueue | (() => Promise<IngestQueue>);
+
+export interface DashboardDeps {
+  readonly queue: QueueProvider;
+  /** Runs before every dashboard request (the admin guard). */
+  readonly guard: onRequestHookHandler;
+  /** Retry, clean, pause... (off: a window, not a control panel). */
+  readonly actions: boolean;
+}
+
+/** HEAD comes with GET (Fastify's exposeHeadRoutes). */
+const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+/** Headers that describe one hop's connection or framing: recomputed on each side, never copied. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'date', 'content-length']);
+
+function endToEnd(headers: Record<string, string | string[] | number | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = typeof value === 'number' ? String(value) : value;
+  }
+  return out;
+}
+
+export async function registerDashboard(app: FastifyInstance, deps: DashboardDeps): Promise<void> {
+  let inner: Promise<FastifyInstance> | undefined;
+  const open = (): Promise<FastifyInstance> => {
+    inner ??= buildBoard(deps).catch((err: unknown) => {
+      inner = undefined; // the next request tries again (e.g. Redis was away)
+      throw err;
+    });
+    return inner;
+  };
+
+  const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const board = await open().catch((err: unknown) => {
+      request.log.warn({ err: { message: (err as Error).message } }, 'the queue dashboard could not be opened');
+      throw new HttpProblem('unavailable', 'The queue dashboard cannot reach the queue right now; retry in a moment.', { 'retry-after': '5' });
+    });
+    const res = await board.inject({
+      method: request.method as HTTPMethods,
+      url: request.url,
+      // The body was parsed here and is serialized again: its length is the inner request's own.
+      headers: endToEnd(request.headers),
+      ...(request.body !== undefined ? { payload: request.body as string | object } : {}),
+    });
+    reply.headers(endToEnd(res.headers));
+    return reply.code(res.statusCode).send(res.rawPayload);
+  };
+
+  // An encapsulated context: the guard applies to these routes only.
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', deps.guard);
+    scope.route({ method: METHODS, url: DASHBOARD_PATH, handler: forward });
+    scope.route({ method: METHODS, url: `${DASHBOARD_PATH}/*`, handler: forward });
+  });
+  app.addHook('onClose', async () => {
+    const board = await inner?.catch(() => undefined);
+    await board?.close();
+  });
+}
+
+async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
+  const [queue, { createBullBoard }, { BullMQAdapter }, { FastifyAdapter }] = await Promise.all([
+    typeof deps.queue === 'function' ? deps.queue() : deps.queue,
+    import('@bull-board/api'),
+    import('@bull-board/api/bullMQAdapter'),
+    import('@bull-board/fastify'),
+  ]);
+  const serverAdapter = new FastifyAdapter();
+  serverAdapter.setBasePath(DASHBOARD_PATH);
+  createBullBoard({
+    // bull-board types its adapter against the untyped Queue; ours carries the job types.
+    queues: [
+      new BullMQAdapter(queue as unknown as ConstructorParameters<typeof BullMQAdapter>[0], {
+        readOnlyMode: !deps.actions,
+        allowRetries: deps.actions,
+        description: 'drops waiting to be validated and published',
+      }),
+    ],
+    serverAdapter,
+    options: { uiConfig: { boardTitle: 'oddsfiles' } },
+  });
+  const board = fastify({ logger: false });
+  await board.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
+  await board.ready();
+  return board;
+}

@@ -1,0 +1,109 @@
+/**
+ * The static import graph of src/ and workers/ (type-only imports left out, as the compiler
+ * erases them; `import()` left out, as it loads only when that code runs):
+ * - it has no cycles;
+ * - a process that runs only the reader, and the CLI that starts it, never load what the other
+ *   roles need: BullMQ (about 15 MB of RSS), bull-board, chokidar, cli-progress, the document
+ *   validator. Each is loaded by `import()` where a role or a command needs it (service.ts,
+ *   ops/dashboard.ts, cli/publish.ts), and this test keeps a new static import from undoing it.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from './helpers/service.js';
+
+/** `import x from '...'`, `import { a, type B } from '...'`, `export * from '...'`, `import '...'`; not `import type`/`export type`. */
+const STATIC_IMPORT = /^\s*(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm;
+
+interface Node {
+  readonly file: string;
+  readonly locals: string[];
+  readonly packages: string[];
+}
+
+const graph = new Map<string, Node>();
+
+function load(file: string): Node {
+  const known = graph.get(file);
+  if (known) return known;
+  const source = readFileSync(file, 'utf8');
+  const node: Node = { file, locals: [], packages: [] };
+  graph.set(file, node);
+  for (const m of source.matchAll(STATIC_IMPORT)) {
+    const spec = m[1]!;
+    if (spec.startsWith('.')) node.locals.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+    else if (!spec.startsWith('node:')) node.packages.push(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!);
+  }
+  for (const dep of node.locals) load(dep);
+  return node;
+}
+
+/** Every file reachable from the roots by static imports, with the path that first reached it. */
+function reach(roots: string[]): Map<string, string[]> {
+  const paths = new Map<string, string[]>();
+  const queue = roots.map((r) => [r]);
+  for (let path = queue.shift(); path; path = queue.shift()) {
+    const file = path[path.length - 1]!;
+    if (paths.has(file)) continue;
+    paths.set(file, path);
+    for (const dep of load(file).locals) queue.push([...path, dep]);
+  }
+  return paths;
+}
+
+const rel = (f: string) => relative(ROOT, f);
+const src = (p: string) => join(ROOT, p);
+
+/** Loaded only by the roles and commands that need them. */
+const ROLE_PACKAGES = ['bullmq', '@bull-board/api', '@bull-board/fastify', 'chokidar', 'cli-progress'];
+const ROLE_MODULES = ['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts', 'src/ingest/watcher.ts', 'src/ingest/publish.ts', 'src/ingest/worker-role.ts'];
+
+describe('the static import graph', () => {
+  const entries = ['workers/oddsfiles.ts', 'workers/reader.ts', 'workers/watcher.ts', 'workers/worker.ts', 'src/reader/index.ts', 'src/ingest/worker-role.ts', 'src/ingest/watcher.ts'].map(src);
+  reach(entries);
+
+  it('reaches the modules it should (the parser sees the imports)', () => {
+    const all = [...graph.keys()].map(rel);
+    expect(all).toContain('src/service.ts');
+    expect(all).toContain('src/reader/app.ts');
+    expect(all).toContain('src/ingest/queue.ts');
+    expect(load(src('src/ingest/queue.ts')).packages).toContain('bullmq');
+    expect(graph.size).toBeGreaterThan(40);
+  });
+
+  it('has no cycles', () => {
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const stack: string[] = [];
+    const visit = (file: string) => {
+      state.set(file, 'open');
+      stack.push(file);
+      for (const dep of load(file).locals) {
+        if (state.get(dep) === 'open') cycles.push([...stack.slice(stack.indexOf(dep)), dep].map(rel).join(' -> '));
+        else if (!state.has(dep)) visit(dep);
+      }
+      stack.pop();
+      state.set(file, 'done');
+    };
+    for (const file of graph.keys()) if (!state.has(file)) visit(file);
+    expect(cycles).toEqual([]);
+  });
+
+  it('keeps BullMQ, bull-board, chokidar, cli-progress and the document validator out of a reader-only process and out of the CLI', () => {
+    // What `oddsfiles start --roles reader` loads statically: the CLI, the service, the reader.
+    const reached = reach([src('workers/oddsfiles.ts'), src('workers/reader.ts'), src('src/reader/index.ts')]);
+    const offenders: string[] = [];
+    for (const [file, path] of reached) {
+      const how = path.map(rel).join(' -> ');
+      if (ROLE_MODULES.includes(rel(file))) offenders.push(`${how}`);
+      for (const pkg of load(file).packages) if (ROLE_PACKAGES.includes(pkg)) offenders.push(`${how} -> ${pkg}`);
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it('does load them where the roles run (so the check above is about something)', () => {
+    const worker = reach([src('src/ingest/worker-role.ts')]);
+    expect([...worker.keys()].map(rel)).toEqual(expect.arrayContaining(['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts']));
+    expect(load(src('src/ingest/watcher.ts')).packages).toContain('chokidar');
+  });
+});
