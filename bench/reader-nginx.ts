@@ -14,7 +14,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
@@ -25,6 +24,7 @@ import {
   EXAMPLE_FEEDS,
   fmtInt,
   fmtX,
+  freePort,
   log,
   machineInfo,
   machineLine,
@@ -225,18 +225,6 @@ function rawGet(url: string, headers: Record<string, string>): Promise<{ status:
         }).on('error', reject);
       })
       .catch(reject);
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
   });
 }
 

@@ -90,6 +90,7 @@ describe('operator endpoints', () => {
     const app = fastify({ loggerInstance: log, trustProxy: extra.trustProxy ?? false }) as unknown as FastifyInstance;
     await registerOps(app, { config: { ...baseConfig, adminToken }, metrics, ...(extra.withQueue === false ? {} : { queue: extra.queue ?? queue }) });
     app.get('/v1/data/:filename', async () => ({ ok: true }));
+    app.setNotFoundHandler((_request, reply) => reply.code(404).send({ notFound: 'the app' }));
     await app.ready();
     apps.push(app);
     return app;
@@ -219,6 +220,11 @@ describe('operator endpoints', () => {
       expect(page.headers['content-type']).toMatch(/^text\/html/);
       const api = await app.inject({ url: '/admin/queues/api/queues', headers: auth });
       expect(api.json<{ queues: { name: string; counts: Record<string, number> }[] }>().queues[0]).toMatchObject({ name: 'ingest', counts: { waiting: 3, delayed: 1 } });
+      // What bull-board does not know is the reader's own 404 (problem+json there), not the inner instance's.
+      const missing = await app.inject({ url: '/admin/queues/api/no-such-thing', headers: auth });
+      expect(missing.statusCode).toBe(404);
+      expect(missing.headers['x-oddsfiles-dashboard-outcome']).toBeUndefined();
+      expect(missing.json()).toEqual({ notFound: 'the app' });
       // HEAD comes with GET, and the board is built once.
       expect((await app.inject({ method: 'HEAD', url: '/admin/queues', headers: auth })).statusCode).toBe(200);
       expect(calls).toBe(2);

@@ -29,6 +29,11 @@ export interface DashboardDeps {
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** Headers that describe one hop's connection or framing: recomputed on each side, never copied. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'date', 'content-length']);
+/**
+ * Set by the inner instance on its own not-found and error answers, so that the reader answers
+ * those as it answers everything else (problem+json, its 404), as when bull-board ran inside it.
+ */
+const INNER_OUTCOME = 'x-oddsfiles-dashboard-outcome';
 
 function endToEnd(headers: Record<string, string | string[] | number | undefined>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
@@ -60,6 +65,12 @@ export async function registerDashboard(app: FastifyInstance, deps: DashboardDep
       headers: endToEnd(request.headers),
       ...(request.body !== undefined ? { payload: request.body as string | object } : {}),
     });
+    const outcome = res.headers[INNER_OUTCOME];
+    if (outcome === 'not-found') {
+      reply.callNotFound();
+      return reply;
+    }
+    if (outcome === 'error') throw Object.assign(new Error(res.body), { statusCode: res.statusCode });
     reply.headers(endToEnd(res.headers));
     return reply.code(res.statusCode).send(res.rawPayload);
   };
@@ -98,6 +109,10 @@ async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
     options: { uiConfig: { boardTitle: 'oddsfiles' } },
   });
   const board = fastify({ logger: false });
+  board.setNotFoundHandler((_request, reply) => reply.code(404).header(INNER_OUTCOME, 'not-found').send());
+  board.setErrorHandler((err: { statusCode?: number; message: string }, _request, reply) =>
+    reply.code(err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500).header(INNER_OUTCOME, 'error').send(err.message),
+  );
   await board.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
   await board.ready();
   return board;

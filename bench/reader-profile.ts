@@ -1,0 +1,99 @@
+/**
+ * Where a reader's CPU goes per request: one reader process as deployed (`oddsfiles start --roles
+ * reader`, request log on, plan limit counted) under wrk, profiled with V8's `--cpu-prof`, and the
+ * profile's self time summed by function and by package. The tool for item 1 of "What to change
+ * next" in docs/BENCHMARKS.md; it prints and writes nothing else.
+ *
+ *   npx tsx bench/reader-profile.ts [--duration 8] [--connections 32] [--path files|gzip|identity] [--top 30]
+ *
+ * Needs wrk (Debian: `apt-get install -y wrk`). The raw profile stays in the run's folder with
+ * BENCH_KEEP=1 (open it in Chrome DevTools → Performance, or speedscope).
+ */
+import { spawnSync } from 'node:child_process';
+import { readdir, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import {
+  catalogShas,
+  docTemplate,
+  EXAMPLE_FEEDS,
+  fmtInt,
+  freePort,
+  log,
+  machineInfo,
+  machineLine,
+  numberArg,
+  OddsfilesProcess,
+  OddsfilesSystem,
+  onCleanup,
+  Poller,
+  REDIS_URL,
+  runMain,
+  sleep,
+  stage,
+  summarizeProfile,
+  table,
+  version,
+  which,
+} from './common.js';
+
+const args = process.argv.slice(2);
+const DURATION = numberArg('duration', 8, args);
+const CONNECTIONS = numberArg('connections', 32, args);
+const TOP = numberArg('top', 30, args);
+const PATH = args[args.indexOf('--path') + 1] && args.includes('--path') ? args[args.indexOf('--path') + 1]! : 'gzip';
+const BIG = 'site_pregame_northwind_soccer.json';
+
+async function main(): Promise<void> {
+  log(machineLine(machineInfo()));
+  const wrk = which('wrk');
+  if (!wrk) throw new Error('wrk is not installed (Debian: apt-get install -y wrk)');
+
+  const sys = await OddsfilesSystem.start({ label: 'profile', shape: 'ingest' });
+  const redis = new Redis(REDIS_URL);
+  const versions = EXAMPLE_FEEDS.map((f) => ({ name: f.filename, ...version(docTemplate(f, f.filename === BIG ? 200 * 1024 : 4000)) }));
+  for (const s of await stage(sys.inbox, versions)) await rename(s.tmp, s.final);
+  for (;;) {
+    const shas = await catalogShas(redis, sys.catalogKey);
+    if ((await sys.drained()) && versions.every((v) => shas.get(v.name) === v.sha256)) break;
+    await sleep(20);
+  }
+  redis.disconnect();
+  await sys.procs[0]!.stop();
+
+  const port = await freePort();
+  const profDir = join(sys.dataDir, 'cpu-profile');
+  const reader = new OddsfilesProcess({ ...sys.env, PORT: String(port) }, ['start', '--roles', 'reader'], join(sys.dataDir, 'reader.log'), ['reader'], ['--cpu-prof', '--cpu-prof-dir', profDir]);
+  onCleanup(() => reader.stop());
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) {
+    if (i > 300) throw new Error('the reader did not start');
+    await sleep(50);
+  }
+  const big = versions.find((v) => v.name === BIG)!;
+  const poller = new Poller(base, sys.key);
+  while ((await poller.get(`/v1/data/${BIG}`, { 'accept-encoding': 'gzip', 'if-none-match': `"${big.sha256.slice(0, 32)}-gz"` })).status !== 304) await sleep(20);
+  poller.close();
+
+  const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
+  const headers = ['-H', `x-api-key: ${sys.key}`, ...(PATH === 'gzip' ? ['-H', 'accept-encoding: gzip'] : [])];
+  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d2s', ...headers, `${base}${target}`]); // warm-up (JIT)
+  const run = spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers, `${base}${target}`], { encoding: 'utf8' });
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(run.stdout)?.[1]);
+  const requests = Number(/(\d+) requests in/.exec(run.stdout)?.[1]);
+  await reader.stop();
+
+  const file = (await readdir(profDir)).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no profile written in ${profDir}`);
+  const { busyMs, groups, functions } = summarizeProfile(join(profDir, file), TOP);
+  // Busy time over the whole profile (start and warm-up included) spread over the measured requests: an upper estimate.
+  const perRequest = (ms: number) => ((ms * 1000) / (requests || 1)).toFixed(1);
+  const rows = (list: [string, number][]) => list.map(([k, ms]) => [k, `${((ms / busyMs) * 100).toFixed(1)} %`, perRequest(ms)]);
+  process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''}: ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections; ${(busyMs / 1000).toFixed(2)} s of CPU in the profile, ~${perRequest(busyMs)} µs per request\n\n`);
+  process.stdout.write(table(['package / module', 'self', 'µs / request'], rows(groups.slice(0, 20))));
+  process.stdout.write('\n');
+  process.stdout.write(table(['function', 'self', 'µs / request'], rows(functions)));
+  await sys.stop();
+}
+
+runMain(main);
