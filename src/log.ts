@@ -56,7 +56,7 @@ export function createLogger(options: LoggerOptions): Logger {
     level: options.level,
     name: options.name ?? 'oddsfiles',
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    timestamp: isoTimeOncePerMs(),
   };
   if (pretty && !options.destination) {
     return pino({ ...base, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } });
@@ -64,6 +64,23 @@ export function createLogger(options: LoggerOptions): Logger {
   if (options.destination) return pino(base, options.destination as pino.DestinationStream);
   if (options.async && !process.stdout.isTTY) return asyncLogger(base);
   return pino(base);
+}
+
+/**
+ * pino's isoTime (`,"time":"<ISO 8601>"`), with the string made once per millisecond: at the
+ * reader's request rate (ten or more lines per ms) toISOString was 2 % of its CPU.
+ */
+function isoTimeOncePerMs(): () => string {
+  let lastMs = Number.NaN;
+  let text = '';
+  return () => {
+    const now = Date.now();
+    if (now !== lastMs) {
+      lastMs = now;
+      text = `,"time":"${new Date(now).toISOString()}"`;
+    }
+    return text;
+  };
 }
 
 function asyncLogger(base: PinoOptions): Logger {
