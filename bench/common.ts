@@ -617,10 +617,10 @@ export class Poller {
   }
 
   /**
-   * Poll `path` back to back until it answers 200 with `etag`; the time of that answer (ms, wall
+   * Poll `path` back to back (or `gapMs` apart) until it answers 200 with `etag`; the time of that answer (ms, wall
    * clock), or undefined after `timeoutMs`.
    */
-  async until(path: string, etag: string, previous: string | undefined, timeoutMs: number): Promise<{ at: number; polls: number } | undefined> {
+  async until(path: string, etag: string, previous: string | undefined, timeoutMs: number, gapMs = 0): Promise<{ at: number; polls: number } | undefined> {
     const deadline = nowMs() + timeoutMs;
     let polls = 0;
     const headers: Record<string, string> = previous ? { 'if-none-match': previous } : {};
@@ -629,6 +629,7 @@ export class Poller {
       polls++;
       if (r.status === 200 && r.etag === etag) return { at: nowMs(), polls };
       if (r.status >= 400 && r.status !== 404 && r.status !== 503) throw new Error(`GET ${path}: ${r.status}`);
+      if (gapMs > 0) await sleep(gapMs);
     }
     return undefined;
   }

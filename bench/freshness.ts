@@ -3,7 +3,7 @@
  * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
  * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
  *
- *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--no-doc]
+ *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--no-doc]
  *
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
  * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
@@ -58,6 +58,8 @@ const RATE = opt('rate', 100);
 const KB = opt('kb', 200);
 const CONDITIONS = (args.includes('--conditions') ? args[args.indexOf('--conditions') + 1]!.split(',') : ['alone', 'loaded']) as Condition[];
 const WRITE_DOC = !args.includes('--no-doc');
+/** Pause between two polls (default 0: back to back, the strictest measure; the poller's own load then competes with the pipeline). */
+const POLL_GAP_MS = opt('poll-gap-ms', 0);
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
@@ -282,7 +284,7 @@ async function main(): Promise<void> {
     await writeFile(tmp, v.bytes);
     const t0 = nowMs();
     await rename(tmp, join(t.sys.inbox, tmpl.feed.filename));
-    const r = await t.poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, t.etag, 10_000);
+    const r = await t.poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, t.etag, 10_000, POLL_GAP_MS);
     t.etag = v.etag;
     await sleep(30 + Math.random() * 50);
     return {
