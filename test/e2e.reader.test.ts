@@ -155,6 +155,30 @@ describe('reader end to end', () => {
     }
   });
 
+  it('the reader-only process reports the queue as the worker process does, and opens the dashboard on demand', async () => {
+    // Queue depth and workers in a process that never loaded BullMQ (plain Redis reads).
+    const sample = (text: string, name: string, state?: string) => {
+      const re = new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm');
+      for (const m of text.matchAll(re)) if (state === undefined || m[1]!.includes(`state="${state}"`)) return Number(m[2]);
+      return undefined;
+    };
+    const metrics = await (await get(second.url!, '/metrics')).text();
+    expect(metrics).toMatch(/role="reader"/);
+    expect(sample(metrics, 'oddsfiles_queue_workers')).toBeGreaterThanOrEqual(1);
+    expect(sample(metrics, 'oddsfiles_queue_jobs', 'completed')).toBeGreaterThanOrEqual(38);
+    expect(sample(metrics, 'oddsfiles_queue_jobs', 'waiting')).toBe(0);
+    // The dashboard's API from the reader-only process (BullMQ loaded now) and from the first one agree.
+    type Queues = { queues: { name: string; counts: Record<string, number> }[] };
+    const counts = async (base: string) => {
+      const res = await get(base, '/admin/queues/api/queues');
+      expect(res.status).toBe(200);
+      return ((await res.json()) as Queues).queues.find((q) => q.name === 'ingest')!.counts;
+    };
+    const [a, b] = [await counts(second.url!), await counts(svc.url!)];
+    expect(a).toEqual(b);
+    expect(a.completed).toBe(sample(metrics, 'oddsfiles_queue_jobs', 'completed'));
+  });
+
   it('404 for unpublished and invalid names; /metrics on loopback counts the drops', async () => {
     const key = keys['by-plan-pro']!.key;
     for (const path of ['/v1/data/site_live_nobody_soccer.json', '/v1/data/..%2F..%2Fetc%2Fpasswd', '/v1/data/odds.json']) {
