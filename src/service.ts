@@ -30,7 +30,9 @@ export interface RunningService {
 
 export async function startService(config: Config, roles: readonly Role[], log: Logger): Promise<RunningService> {
   const closers: (() => Promise<unknown>)[] = [];
+  let stopping = false;
   const close = async () => {
+    stopping = true;
     for (const fn of closers.reverse()) {
       await fn().catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'error while stopping'));
     }
@@ -59,12 +61,16 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     // BullMQ is loaded where a role needs it (watcher, worker) and, in a reader-only process, on
     // the first request of the queue dashboard: a reader never needs it otherwise.
     let opening: Promise<IngestQueue> | undefined;
-    const openQueue = (): Promise<IngestQueue> =>
-      (opening ??= import('./ingest/queue.js').then(({ createIngestQueue }) => {
+    const openQueue = (): Promise<IngestQueue> => {
+      opening ??= import('./ingest/queue.js').then(({ createIngestQueue }) => {
+        // Not once stopping: its connection would outlive the closers that already ran.
+        if (stopping) throw new Error('the service is stopping');
         const queue = createIngestQueue(connect('worker', 'queue'), config.redis.prefix);
         closers.push(() => queue.close());
         return queue;
-      }));
+      });
+      return opening;
+    };
     const queue = roles.includes('watcher') || roles.includes('worker') ? await openQueue() : undefined;
 
     // One metrics registry per process; shared state (queue depth, health) is read at scrape time.
