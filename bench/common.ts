@@ -898,3 +898,22 @@ export async function freePort(): Promise<number> {
     srv.on('error', reject);
   });
 }
+
+/**
+ * The example registry as the reader benches publish it: `big` at 200 KB, every other feed about
+ * 4 KB; renamed into the inbox at once, and resolved once the catalog holds every version.
+ */
+export async function publishExampleSet(sys: OddsfilesSystem, big: string): Promise<{ name: string; bytes: Buffer; sha256: string }[]> {
+  const redis = new Redis(REDIS_URL);
+  try {
+    const versions = EXAMPLE_FEEDS.map((f) => ({ name: f.filename, ...version(docTemplate(f, f.filename === big ? 200 * 1024 : 4000)) }));
+    for (const s of await stage(sys.inbox, versions)) await rename(s.tmp, s.final);
+    for (;;) {
+      const shas = await catalogShas(redis, sys.catalogKey);
+      if ((await sys.drained()) && versions.every((v) => shas.get(v.name) === v.sha256)) return versions;
+      await sleep(20);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -13,15 +13,11 @@
  * the reader is measured.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { Redis } from 'ioredis';
 import {
-  catalogShas,
   cpuMs,
-  docTemplate,
-  EXAMPLE_FEEDS,
   fmtInt,
   fmtX,
   freePort,
@@ -32,15 +28,13 @@ import {
   OddsfilesProcess,
   OddsfilesSystem,
   onCleanup,
+  publishExampleSet,
   Poller,
   quiesce,
-  REDIS_URL,
   runMain,
   sleep,
-  stage,
   table,
   tempDir,
-  version,
   which,
   writeConfig,
   writeDocSection,
@@ -88,15 +82,7 @@ async function main(): Promise<void> {
 
   // Publish the example registry: one 200 KB file, the others about 4 KB.
   const sys = await OddsfilesSystem.start({ label: 'nginx', shape: 'pair' });
-  const redis = new Redis(REDIS_URL);
-  const versions = EXAMPLE_FEEDS.map((f) => ({ name: f.filename, ...version(docTemplate(f, f.filename === BIG ? 200 * 1024 : 4000)) }));
-  for (const s of await stage(sys.inbox, versions)) await rename(s.tmp, s.final);
-  for (;;) {
-    const shas = await catalogShas(redis, sys.catalogKey);
-    if ((await sys.drained()) && versions.every((v) => shas.get(v.name) === v.sha256)) break;
-    await sleep(20);
-  }
-  redis.disconnect();
+  const versions = await publishExampleSet(sys, BIG);
   const poller = new Poller(sys.readerUrl!, sys.key);
   const big = versions.find((v) => v.name === BIG)!;
   for (const coding of ['gzip', 'br']) {

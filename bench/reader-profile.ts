@@ -10,13 +10,9 @@
  * BENCH_KEEP=1 (open it in Chrome DevTools → Performance, or speedscope).
  */
 import { spawnSync } from 'node:child_process';
-import { readdir, rename } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import {
-  catalogShas,
-  docTemplate,
-  EXAMPLE_FEEDS,
   fmtInt,
   freePort,
   log,
@@ -26,14 +22,12 @@ import {
   OddsfilesProcess,
   OddsfilesSystem,
   onCleanup,
+  publishExampleSet,
   Poller,
-  REDIS_URL,
   runMain,
   sleep,
-  stage,
   summarizeProfile,
   table,
-  version,
   which,
 } from './common.js';
 
@@ -50,15 +44,7 @@ async function main(): Promise<void> {
   if (!wrk) throw new Error('wrk is not installed (Debian: apt-get install -y wrk)');
 
   const sys = await OddsfilesSystem.start({ label: 'profile', shape: 'pair' });
-  const redis = new Redis(REDIS_URL);
-  const versions = EXAMPLE_FEEDS.map((f) => ({ name: f.filename, ...version(docTemplate(f, f.filename === BIG ? 200 * 1024 : 4000)) }));
-  for (const s of await stage(sys.inbox, versions)) await rename(s.tmp, s.final);
-  for (;;) {
-    const shas = await catalogShas(redis, sys.catalogKey);
-    if ((await sys.drained()) && versions.every((v) => shas.get(v.name) === v.sha256)) break;
-    await sleep(20);
-  }
-  redis.disconnect();
+  const versions = await publishExampleSet(sys, BIG);
   log('published; starting the profiled reader');
   // Its own reader stops too: the profiled one is alone on the machine's CPUs.
   for (const p of sys.procs) await p.stop();

@@ -94,9 +94,10 @@ describe('the publish step', () => {
     expect(calls[0]!.bytes.equals(raw)).toBe(false);
     expect(calls[0]!.entry).toEqual(await t.catalog.get(FEED.filename));
     expect(calls[0]!.seq).toBe(await t.catalog.seq());
-    // Called before the manifest covered it: the claim was still there.
+    // Called before the manifest covered it: the claim, removed only once a manifest covers its
+    // drop, was still there. (Reading the manifest here instead would race with its writer, which
+    // may have run between the hook and this line: a flaky check, seen once in CI.)
     expect(calls[0]!.claimThere).toBe(true);
-    expect((await readManifest(t.store))?.seq ?? -1).toBeLessThan(calls[0]!.seq);
 
     // A newer version: published, hooked. The same bytes again: unchanged. An older one: superseded.
     const newer = docFor(FEED, base + 60_000);
