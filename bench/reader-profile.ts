@@ -35,7 +35,9 @@ const args = process.argv.slice(2);
 const DURATION = numberArg('duration', 8, args);
 const CONNECTIONS = numberArg('connections', 32, args);
 const TOP = numberArg('top', 30, args);
-const PATH = args[args.indexOf('--path') + 1] && args.includes('--path') ? args[args.indexOf('--path') + 1]! : 'gzip';
+const PATHS = ['gzip', 'files', 'identity'] as const;
+const PATH = args.includes('--path') ? args[args.indexOf('--path') + 1] : 'gzip';
+if (!PATHS.includes(PATH as (typeof PATHS)[number])) throw new Error(`--path takes ${PATHS.join(', ')}, not "${PATH}"`);
 const BIG = 'site_pregame_northwind_soccer.json';
 
 async function main(): Promise<void> {

@@ -2,20 +2,12 @@
  * The `time` of every log line (src/log.ts): ISO 8601 in UTC, the millisecond the line was written
  * (the string is reused within a millisecond, never across one), in child loggers too.
  */
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../src/log.js';
+import { capturingLogger } from './helpers/log.js';
 
 describe('log line time', () => {
   it('is the ISO 8601 time of the millisecond each line was written', async () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        for (const l of chunk.toString('utf8').split('\n')) if (l) lines.push(l);
-        cb();
-      },
-    });
-    const log = createLogger({ level: 'info', destination: sink, pretty: false });
+    const { log, lines } = capturingLogger();
     const child = log.child({ component: 'reader' });
     const brackets: { before: number; after: number }[] = [];
     for (let i = 0; i < 40; i++) {
@@ -26,7 +18,7 @@ describe('log line time', () => {
       if (i % 10 === 9) await new Promise((r) => setTimeout(r, 5));
     }
     expect(lines).toHaveLength(40);
-    const times = lines.map((l) => (JSON.parse(l) as { time: string }).time);
+    const times = lines.map((l) => l.time as string);
     times.forEach((t, i) => {
       expect(t).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
       const ms = Date.parse(t);

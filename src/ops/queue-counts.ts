@@ -25,9 +25,9 @@ export function createQueueCounts(redis: Redis, prefix: string, name: string = I
       const states = [...new Set(types.includes('waiting') ? [...types, 'paused'] : types)];
       const pipeline = redis.pipeline();
       for (const state of states) {
-        const key = base + (state === 'waiting' ? 'wait' : state);
-        if (LIST_STATES.has(state === 'waiting' ? 'wait' : state)) pipeline.llen(key);
-        else pipeline.zcard(key);
+        const stored = state === 'waiting' ? 'wait' : state;
+        if (LIST_STATES.has(stored)) pipeline.llen(base + stored);
+        else pipeline.zcard(base + stored);
       }
       const replies = (await pipeline.exec()) ?? [];
       const counts: Record<string, number> = {};
