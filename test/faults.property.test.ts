@@ -13,7 +13,7 @@ import { loadConfig } from '../src/config.js';
 import { RejectionError } from '../src/errors.js';
 import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
 import { createDocumentValidator, nestingDepth } from '../src/feeds/validate.js';
-import { claimFileName, claimPath, parseClaimFileName } from '../src/ingest/inbox.js';
+import { claimFileName, claimPath, dropClaimId, parseClaimFileName, parseDropClaimId } from '../src/ingest/inbox.js';
 import { createByteBudget } from '../src/ingest/publish.js';
 
 /** The true nesting depth of a parsed JSON value. */
@@ -75,12 +75,26 @@ describe('nestingDepth (the scan before JSON.parse)', () => {
 });
 
 describe('claim file names', () => {
-  const claimIdArb = fc.oneof(fc.nat().map((n) => `d${n}`), fc.string({ unit: fc.constantFrom(...'abcdef0123456789'), minLength: 8, maxLength: 20 }).map((s) => `p${s}`));
+  const claimIdArb = fc.oneof(
+    fc.nat().map((n) => `d${n}`),
+    fc.tuple(fc.nat(), fc.nat()).map(([n, t]) => dropClaimId(String(n), t)),
+    fc.string({ unit: fc.constantFrom(...'abcdef0123456789'), minLength: 8, maxLength: 20 }).map((s) => `p${s}`));
   // Any name a filesystem accepts: no NUL, no '/', 1..255 bytes.
   const nameArb = fc
     .string({ unit: fc.oneof(fc.constantFrom('a', '-', '.', '_', ' ', '\n', 'é', '📈', '\\', '"'), fc.string({ unit: 'grapheme', maxLength: 1 })), minLength: 1, maxLength: 300 })
     .map((s) => s.replace(/[\u0000/]/g, 'x'))
     .filter((s) => s.length > 0 && Buffer.byteLength(s) <= 255);
+
+  it("a drop job's claim id gives back the job's id and creation time; other claim ids are not a drop job's", () => {
+    fc.assert(
+      fc.property(fc.nat(), fc.nat(), (n, t) => {
+        expect(parseDropClaimId(dropClaimId(String(n), t))).toEqual({ jobId: String(n), createdAtMs: t });
+        expect(parseDropClaimId(`d${n}`)).toEqual({ jobId: String(n) });
+      }),
+    );
+    expect(parseDropClaimId('pmwt9dznc0a1b2c3d')).toBeUndefined();
+    expect(parseDropClaimId('d12-')).toBeUndefined();
+  });
 
   it('always fits in 255 bytes, starts with the claim id, and is unique per name', () => {
     fc.assert(
@@ -94,6 +108,7 @@ describe('claim file names', () => {
           expect(fa).toBe(`${claimId}--${a}`);
           const parsed = parseClaimFileName('/inbox', fa)!;
           expect(parsed).toEqual({ claimId, name: a, path: claimPath('/inbox', claimId, a) });
+          if (claimId.startsWith('d')) expect(parseDropClaimId(parsed.claimId)?.jobId).toBe(claimId.slice(1).split('-')[0]);
         }
       }),
       { numRuns: 2000 },

@@ -12,9 +12,10 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Worker } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
-import { claimPath, ensureInbox, newClaimId, processingDir, type Claim } from '../src/ingest/inbox.js';
+import { claimPath, dropClaimId, ensureInbox, newClaimId, processingDir, type Claim } from '../src/ingest/inbox.js';
 import type { DropResult, Publisher } from '../src/ingest/publish.js';
 import { createIngestQueue, enqueueClaim, enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from '../src/ingest/queue.js';
+import { recoverClaims } from '../src/ingest/recovery.js';
 import { createIngestWorker } from '../src/ingest/worker.js';
 import { dropFile } from './helpers/faults.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
@@ -79,9 +80,14 @@ describe('the ingest worker takes its claim', () => {
       const jobs = await queue.getJobs(['waiting', 'active', 'delayed', 'completed', 'failed']);
       return jobs.map((j) => j.id!).sort((a, b) => Number(b) - Number(a))[0]!;
     };
+    /** The claim id a drop job's worker uses: its id and creation time. */
+    const claimIdOf = async (jobId: string) => dropClaimId(jobId, (await queue.getJob(jobId))!.timestamp);
     return {
+      prefix,
       inbox,
       queue,
+      log,
+      claimIdOf,
       calls,
       logLines,
       startWorker,
@@ -100,7 +106,9 @@ describe('the ingest worker takes its claim', () => {
     const jobId = await t.lastJobId();
     t.startWorker();
     await t.completed(jobId);
-    expect(t.calls).toEqual([{ claimId: `d${jobId}`, path: claimPath(t.inbox, `d${jobId}`, 'site_live_a.json'), content: 'v1' }]);
+    const claimId = await t.claimIdOf(jobId);
+    expect(claimId).toMatch(new RegExp(`^d${jobId}-[0-9a-z]+$`));
+    expect(t.calls).toEqual([{ claimId, path: claimPath(t.inbox, claimId, 'site_live_a.json'), content: 'v1' }]);
     expect(await readdir(t.inbox)).toEqual(['.processing']);
     const line = t.logLines.find((l) => l.jobId === jobId && l.msg === 'drop published');
     expect(typeof (line?.timings as Record<string, number>).claim).toBe('number');
@@ -130,10 +138,11 @@ describe('the ingest worker takes its claim', () => {
     const jobId = await t.lastJobId();
     t.startWorker();
     await t.completed(jobId);
-    const claim = claimPath(t.inbox, `d${jobId}`, 'site_live_b.json');
+    const claimId = await t.claimIdOf(jobId);
+    const claim = claimPath(t.inbox, claimId, 'site_live_b.json');
     expect(t.calls).toEqual([
-      { claimId: `d${jobId}`, path: claim, content: 'v1' },
-      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+      { claimId, path: claim, content: 'v1' },
+      { claimId, path: claim, content: 'v1' },
     ]);
     // The re-drop is untouched, waiting for its own job.
     expect(await readFile(join(t.inbox, 'site_live_b.json'), 'utf8')).toBe('v2');
@@ -162,10 +171,11 @@ describe('the ingest worker takes its claim', () => {
     await t.completed(jobId);
     const job = await t.queue.getJob(jobId);
     expect(job?.attemptsStarted).toBeGreaterThan(1);
-    const claim = claimPath(t.inbox, `d${jobId}`, 'site_live_c.json');
+    const claimId = await t.claimIdOf(jobId);
+    const claim = claimPath(t.inbox, claimId, 'site_live_c.json');
     expect(t.calls).toEqual([
-      { claimId: `d${jobId}`, path: claim, content: 'v1' },
-      { claimId: `d${jobId}`, path: claim, content: 'v1' },
+      { claimId, path: claim, content: 'v1' },
+      { claimId, path: claim, content: 'v1' },
     ]);
     expect(await readFile(join(t.inbox, 'site_live_c.json'), 'utf8')).toBe('v2');
   }, 30_000);
@@ -198,5 +208,48 @@ describe('the ingest worker takes its claim', () => {
     await t.completed(gone.id!);
     expect(t.calls).toHaveLength(2);
     expect(await readFile(join(t.inbox, 'site_live_d.json'), 'utf8')).toBe('v3');
+  });
+
+  it('after Redis loses the queue, a new job under a reused id never renames over the claim an earlier job of that id left', async () => {
+    const t = await setup();
+    await dropFile(t.inbox, 'site_live_e.json', Buffer.from('v1'));
+    await enqueueDrop(t.queue, 'site_live_e.json', Date.now());
+    const first = await t.lastJobId();
+    const firstWorker = t.startWorker();
+    await t.completed(first);
+    const firstClaim = claimPath(t.inbox, await t.claimIdOf(first), 'site_live_e.json');
+    await firstWorker.close();
+    // Redis loses everything (a restart without persistence): BullMQ's job ids start again.
+    await dropPrefix(t.prefix);
+    await new Promise((r) => setTimeout(r, 5));
+    await dropFile(t.inbox, 'site_live_e.json', Buffer.from('v2'));
+    await enqueueDrop(t.queue, 'site_live_e.json', Date.now());
+    const second = await t.lastJobId();
+    expect(second).toBe(first);
+    t.startWorker();
+    await t.completed(second);
+    const secondClaim = claimPath(t.inbox, await t.claimIdOf(second), 'site_live_e.json');
+    expect(secondClaim).not.toBe(firstClaim);
+    expect(t.calls.map((c) => c.content)).toEqual(['v1', 'v2']);
+    // The earlier claim is intact (still waiting for whatever settles it), beside the new one.
+    expect(await readFile(firstClaim, 'utf8')).toBe('v1');
+    expect(await readFile(secondClaim, 'utf8')).toBe('v2');
+  });
+
+  it("recovery takes a claim whose job id now belongs to another job (Redis lost its data), and leaves a pending owner's claim alone", async () => {
+    const t = await setup();
+    // A pending drop job (no worker runs), as id 1 of a queue that started again after data loss.
+    await dropFile(t.inbox, 'site_live_f.json', Buffer.from('v2'));
+    await enqueueDrop(t.queue, 'site_live_f.json', Date.now());
+    const jobId = await t.lastJobId();
+    const job = (await t.queue.getJob(jobId))!;
+    const owned = dropClaimId(jobId, job.timestamp);
+    const orphan = dropClaimId(jobId, job.timestamp - 60_000);
+    const legacy = `d${jobId}`; // a claim made before claim ids carried the job's creation time
+    for (const id of [owned, orphan, legacy]) await writeFile(claimPath(t.inbox, id, 'site_live_f.json'), id);
+    const recovered = await recoverClaims({ inboxDir: t.inbox, queue: t.queue, log: t.log, recentClaimMs: 0 });
+    expect(recovered).toBe(1);
+    const claimJobs = (await t.queue.getJobs(['waiting'])).filter((j) => j.name === 'claim');
+    expect(claimJobs.map((j) => j.data.claimId)).toEqual([orphan]);
   });
 });

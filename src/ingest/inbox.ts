@@ -17,7 +17,7 @@ export function isIgnoredName(name: string): boolean {
 }
 
 export interface Claim {
-  /** Unique per claim; `d<jobId>` for drops claimed by a drop job. */
+  /** Unique per claim; `d<jobId>-<job's creation time, base 36>` for drops claimed by a drop job (dropClaimId). */
   readonly claimId: string;
   /** The drop's filename as the publisher named it. */
   readonly name: string;
@@ -62,6 +62,26 @@ export function parseClaimFileName(inboxDir: string, fileName: string): Claim | 
   const claimId = fileName.slice(0, i);
   const name = fileName.slice(i + 2);
   return { claimId, name, path: join(processingDir(inboxDir), fileName) };
+}
+
+/**
+ * The claim id of a drop job: its id and its creation time. BullMQ's job ids restart at 1 when
+ * Redis loses its data; the creation time keeps a new job's claim from landing on (rename over)
+ * a claim an earlier job of the same id left in .processing, and tells recovery that a pending
+ * job of that id is not the claim's owner.
+ */
+export function dropClaimId(jobId: string, createdAtMs: number): string {
+  return `d${jobId}-${Math.max(0, Math.floor(createdAtMs)).toString(36)}`;
+}
+
+/**
+ * The job that made a drop claim: its id and, but for claims made before 2026-11-23 (`d<jobId>`),
+ * its creation time. Undefined for claims that are not a drop job's (`p…` from publish or retry).
+ */
+export function parseDropClaimId(claimId: string): { jobId: string; createdAtMs?: number } | undefined {
+  const m = /^d(\d+)(?:-([0-9a-z]+))?$/.exec(claimId);
+  if (!m) return undefined;
+  return m[2] === undefined ? { jobId: m[1]! } : { jobId: m[1]!, createdAtMs: parseInt(m[2], 36) };
 }
 
 /** A fresh claim id for drops that did not come through a drop job (publish, retry). */

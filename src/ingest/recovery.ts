@@ -4,7 +4,7 @@
  */
 import { lstat, readdir } from 'node:fs/promises';
 import type { Logger } from '../log.js';
-import { parseClaimFileName, processingDir } from './inbox.js';
+import { parseClaimFileName, parseDropClaimId, processingDir } from './inbox.js';
 import { claimJobId, enqueueClaim, type IngestQueue } from './queue.js';
 
 const PENDING = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
@@ -15,7 +15,14 @@ const PENDING = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting
  */
 export const RECENT_CLAIM_MS = 10_000;
 
-export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue; log: Logger }): Promise<number> {
+export async function recoverClaims(deps: {
+  inboxDir: string;
+  queue: IngestQueue;
+  log: Logger;
+  /** Claims younger than this are left alone (default RECENT_CLAIM_MS; tests shorten it). */
+  recentClaimMs?: number;
+}): Promise<number> {
+  const recentMs = deps.recentClaimMs ?? RECENT_CLAIM_MS;
   let names: string[];
   try {
     names = await readdir(processingDir(deps.inboxDir));
@@ -29,14 +36,14 @@ export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue
     const st = await lstat(claim.path).catch(() => undefined);
     if (!st) continue;
     // rename() sets the ctime: this is when the drop was claimed.
-    if (Date.now() - st.ctimeMs < RECENT_CLAIM_MS) continue;
-    const owner = claim.claimId.startsWith('d') ? claim.claimId.slice(1) : claimJobId(claim.claimId);
-    if (PENDING.has(await deps.queue.getJobState(owner))) continue;
+    if (Date.now() - st.ctimeMs < recentMs) continue;
+    const drop = parseDropClaimId(claim.claimId);
+    if (drop && (await ownerPending(deps.queue, drop.jobId, drop.createdAtMs))) continue;
     const jobId = claimJobId(claim.claimId);
-    const state = jobId === owner ? 'unknown' : await deps.queue.getJobState(jobId);
+    const state = await deps.queue.getJobState(jobId);
     if (PENDING.has(state)) continue;
     // A finished job with this id would make the add below a no-op: clear it first.
-    if (state !== 'unknown' || jobId === owner) {
+    if (state !== 'unknown') {
       const job = await deps.queue.getJob(jobId);
       await job?.remove().catch(() => undefined);
     }
@@ -45,4 +52,15 @@ export async function recoverClaims(deps: { inboxDir: string; queue: IngestQueue
     recovered++;
   }
   return recovered;
+}
+
+/**
+ * Is the drop job that made a claim still pending? A job of that id created at another time is
+ * not its owner: Redis lost its data and BullMQ's ids started again (dropClaimId).
+ */
+async function ownerPending(queue: IngestQueue, jobId: string, createdAtMs: number | undefined): Promise<boolean> {
+  if (!PENDING.has(await queue.getJobState(jobId))) return false;
+  if (createdAtMs === undefined) return true;
+  const job = await queue.getJob(jobId);
+  return job !== undefined && Math.floor(job.timestamp) === createdAtMs;
 }

@@ -9,7 +9,7 @@ import { lstat } from 'node:fs/promises';
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { INGEST_QUEUE } from '../redis/keys.js';
-import { claimDrop, claimPath, type Claim } from './inbox.js';
+import { claimDrop, claimPath, dropClaimId, type Claim } from './inbox.js';
 import type { DropResult, Publisher } from './publish.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
 
@@ -103,7 +103,7 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
 
 /**
  * The claim a job works on. A claim job's file is already claimed: gone means settled before.
- * A drop job claims INBOX_DIR/<name> as .processing/d<jobId>--<name>. On its first start
+ * A drop job claims INBOX_DIR/<name> as .processing/d<jobId>-<createdAt>--<name> (dropClaimId). On its first start
  * (BullMQ's attemptsStarted counts every move to active, a restart after a stall or a retry
  * included, so 1 means no earlier run can have claimed) it renames at once; only when the rename
  * finds nothing does it look for an existing claim. A later start looks for its claim first and
@@ -111,7 +111,7 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
  * over the claim an earlier run made.
  */
 async function takeClaim(inboxDir: string, job: Job<IngestJobData, IngestResult>, name: string, given: string | undefined): Promise<Claim | undefined> {
-  const claimId = given ?? `d${job.id}`;
+  const claimId = given ?? dropClaimId(job.id!, job.timestamp);
   const existing: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name) };
   if (given) return (await exists(existing.path)) ? existing : undefined;
   if (isFirstStart(job)) {
