@@ -95,6 +95,13 @@ export interface Config {
     readonly shutdownTimeoutMs: number;
     /** BullMQ lock: how soon a job of a killed worker is taken up again. */
     readonly lockDurationMs: number;
+    /**
+     * Versions up to this size are carried to readers in other processes with their
+     * announcement (no store read back); 0 carries none. See src/ingest/carry.ts.
+     */
+    readonly carryMaxBytes: number;
+    /** Carried bytes per second, per worker process. */
+    readonly carryBytesPerSecond: number;
   };
   readonly reader: {
     readonly refreshMs: number;
@@ -130,6 +137,8 @@ export const DEFAULT_FILE_CONFIG = {
     keep_versions: 10,
     shutdown_timeout: '10s',
     lock_duration: '15s',
+    carry_max_bytes: 262_144,
+    carry_bytes_per_second: 16_777_216,
   },
   reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' } },
 } as const;
@@ -352,6 +361,8 @@ function buildConfig(
       keepVersions: f.ingest.keep_versions,
       shutdownTimeoutMs: dur(f.ingest.shutdown_timeout),
       lockDurationMs: dur(f.ingest.lock_duration),
+      carryMaxBytes: f.ingest.carry_max_bytes,
+      carryBytesPerSecond: f.ingest.carry_bytes_per_second,
     },
     reader: {
       refreshMs: dur(f.reader.refresh),
@@ -420,6 +431,8 @@ interface FileShape {
     keep_versions: number;
     shutdown_timeout: string;
     lock_duration: string;
+    carry_max_bytes: number;
+    carry_bytes_per_second: number;
   };
   reader: {
     refresh: string;

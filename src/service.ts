@@ -89,7 +89,9 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     if (roles.includes('reader')) {
       // Loaded only where the reader runs: watcher and worker processes never load Fastify.
       const { startReader } = await import('./reader/index.js');
-      const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue: queue ?? openQueue, enforceLimits: true });
+      // With the worker in this process the reader is handed what it publishes: nothing to carry.
+      const carried = !roles.includes('worker');
+      const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue: queue ?? openQueue, enforceLimits: true, carried });
       readerUrl = reader.url;
       offerToReader = reader.offer;
       closers.push(() => reader.close());

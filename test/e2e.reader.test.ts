@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateCorpus } from './fixtures/corpus.js';
 import { drop, pendingDrops } from './helpers/drops.js';
+import { docFor } from './helpers/faults.js';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
@@ -193,4 +194,32 @@ describe('reader end to end', () => {
     const logs = JSON.stringify([...svc.logs, ...second.logs]);
     for (const { key: k } of Object.values(keys)) expect(logs).not.toContain(k);
   });
+
+  // Last: it publishes new versions (the counts above are of the corpus only).
+  it("a new version reaches the reader-only process with its announcement: the worker's log line says one reader got its bytes", async () => {
+    const key = keys['by-plan-pro']!.key;
+    const feed = { filename: 'site_live_northwind_soccer.json', bookmaker: 'northwind', sport: 'soccer' };
+    // The worker carried the corpus's versions to nobody (the second reader was not up yet) and
+    // then paused carrying for 10 s: drop new versions until one is carried.
+    let at = Date.now();
+    const carried = await waitFor(
+      async () => {
+        const bytes = docFor(feed, (at += 1000), 4000);
+        await drop(join(env.DATA_DIR!, 'inbox'), feed.filename, bytes);
+        const line = await waitFor(() => svc.logs.find((l) => l.filename === feed.filename && l.generatedAt === new Date(at).toISOString()), 10_000, 'the drop settled');
+        return line.carriedTo === 1 ? bytes : undefined;
+      },
+      25_000,
+      'a version carried to the reader-only process',
+      500,
+    );
+    const res = await waitFor(async () => {
+      const r = await get(second.url!, `/v1/data/${feed.filename}`, key);
+      const body = Buffer.from(await r.arrayBuffer());
+      return body.equals(carried) ? r : undefined;
+    }, 5000, 'the reader-only process to serve the carried version');
+    expect(res.status).toBe(200);
+    // The process with the worker hands its own reader the bytes: it takes nothing carried.
+    expect(svc.logs.some((l) => typeof l.carriedTo === 'number' && (l.carriedTo as number) > 1)).toBe(false);
+  }, 40_000);
 });

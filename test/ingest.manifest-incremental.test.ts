@@ -233,7 +233,9 @@ describe('the manifest writer, incrementally', () => {
     const t1 = Date.now();
     w.committed(lone.result.seq, 'site_live_lone.json', [], lone.claim, lone.entry);
     await waitFor(() => !existsSync(lone.claim), 5000, 'the lone claim removed');
-    expect(Date.now() - t1).toBeLessThan(150);
+    // A window left at 4 × 60 ms would hold it at least 240 ms; 20 ms plus a write is far less,
+    // even on a loaded machine (151 ms seen once with the whole suite running: the margin is wide).
+    expect(Date.now() - t1).toBeLessThan(220);
     w.close();
   });
 });

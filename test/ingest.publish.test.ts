@@ -13,12 +13,14 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readManifest } from '../src/catalog/manifest.js';
+import { encodeCarried } from '../src/catalog/carried.js';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
 import { loadConfig } from '../src/config.js';
 import { RejectionError } from '../src/errors.js';
 import { buildRegistry } from '../src/feeds/registry.js';
 import { createDocumentValidator } from '../src/feeds/validate.js';
+import { createCarryPolicy } from '../src/ingest/carry.js';
 import { claimPath, ensureInbox, newClaimId, readClaim } from '../src/ingest/inbox.js';
 import { createPublisher, type PublisherDeps } from '../src/ingest/publish.js';
 import { redisKeys } from '../src/redis/keys.js';
@@ -26,6 +28,7 @@ import { createFsStore } from '../src/store/fs-store.js';
 import { docFor } from './helpers/faults.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { capturingLogger } from './helpers/log.js';
+import { waitFor } from './helpers/service.js';
 
 const FEED = { filename: 'site_live_northwind_soccer.json', bookmaker: 'northwind', sport: 'soccer' };
 
@@ -128,6 +131,38 @@ describe('the publish step', () => {
     expect(t.logLines.some((l) => l.msg === 'the onPublished hook failed; ignored')).toBe(true);
     await t.publish.flush();
     expect(existsSync(claim.path)).toBe(false);
+  });
+
+  it("carries a publication's stored bytes with its commit when the carry policy takes them, and tells it who got them", async () => {
+    let t = 0;
+    const carry = createCarryPolicy({ maxBytes: 256 * 1024, bytesPerSecond: 16 * 1024 * 1024, idleRecheckMs: 10_000, now: () => t });
+    const p = await setup({ carry });
+    const keys = redisKeys(p.config.redis.prefix);
+    const sub = new Redis(TEST_REDIS_URL);
+    try {
+      const carried: Buffer[] = [];
+      sub.on('messageBuffer', (_ch: Buffer, msg: Buffer) => carried.push(msg));
+      await sub.subscribe(keys.catalogBytesChannel);
+      const base = Date.parse('2026-11-21T18:00:00Z');
+      const first = await p.drop(docFor(FEED, base));
+      expect(first.result.outcome).toBe('published');
+      expect(first.result.carriedTo).toBe(1);
+      const stored = await p.store.get((await p.catalog.get(FEED.filename))!.object);
+      await waitFor(() => carried.length === 1, 2000, 'the carried bytes');
+      expect(carried[0]!.equals(encodeCarried(first.result.sha256!, stored))).toBe(true);
+
+      // Nobody listens any more: the commit says 0, and the policy stops carrying for a while.
+      await sub.unsubscribe(keys.catalogBytesChannel);
+      const second = await p.drop(docFor(FEED, base + 1000));
+      expect(second.result.carriedTo).toBe(0);
+      const third = await p.drop(docFor(FEED, base + 2000));
+      expect(third.result.outcome).toBe('published');
+      expect(third.result.carriedTo).toBeUndefined();
+      t += 10_000;
+      expect((await p.drop(docFor(FEED, base + 3000))).result.carriedTo).toBe(0);
+    } finally {
+      sub.disconnect();
+    }
   });
 
   it('a catalog read that fails alongside the read is a transient failure, never an unhandled one', async () => {

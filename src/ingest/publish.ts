@@ -16,6 +16,7 @@ import { parseFilename, type FeedRegistry } from '../feeds/registry.js';
 import type { DocumentValidator } from '../feeds/validate.js';
 import type { Logger } from '../log.js';
 import { objectKey, type Store } from '../store/store.js';
+import type { CarryPolicy } from './carry.js';
 import { readClaim, type Claim } from './inbox.js';
 import { createManifestWriter } from './manifest-sync.js';
 import { rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
@@ -32,6 +33,8 @@ export interface DropResult {
   readonly generatedAt?: string;
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
+  /** Published with its bytes carried to readers in other processes: how many received them. */
+  readonly carriedTo?: number;
 }
 
 export interface PublisherDeps {
@@ -50,6 +53,8 @@ export interface PublisherDeps {
    * publish waiting; whatever it throws is logged and ignored.
    */
   readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
+  /** Which versions the commit carries to readers in other processes (carry.ts); none without it. */
+  readonly carry?: CarryPolicy;
 }
 
 export interface Publisher {
@@ -117,6 +122,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
 
       const current = await currentP;
       let outcome: CommitOutcome;
+      let carriedTo: number | undefined;
       if (current?.sha256 === sha256) {
         outcome = 'unchanged';
       } else if (current && current.generatedAtMs > doc.generatedAtMs) outcome = 'superseded';
@@ -135,8 +141,11 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         };
         await deps.store.put(entry.object, doc.bytes, 'application/json');
         t = lap('store', t);
-        const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
+        const carry = deps.carry?.take(doc.bytes.length) ? doc.bytes : undefined;
+        const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions, carry);
         t = lap('commit', t);
+        carriedTo = result.carriedTo;
+        if (carriedTo !== undefined) deps.carry?.delivered(carriedTo);
         outcome = result.outcome;
         if (outcome === 'published') {
           if (deps.onPublished) {
@@ -157,7 +166,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         await unlink(claim.path).catch(ignoreMissing);
       }
       timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return { outcome, filename: claim.name, sha256, generatedAt: doc.generatedAt, timings };
+      return { outcome, filename: claim.name, sha256, generatedAt: doc.generatedAt, timings, ...(carriedTo !== undefined ? { carriedTo } : {}) };
     } catch (err) {
       if (!(err instanceof RejectionError)) throw err;
       const record: RejectionRecord = {

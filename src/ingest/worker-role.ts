@@ -15,6 +15,7 @@ import type { Metrics } from '../ops/metrics.js';
 import { createRedis } from '../redis/connect.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { Store } from '../store/store.js';
+import { createCarryPolicy } from './carry.js';
 import { ensureInbox } from './inbox.js';
 import { createPublisher, type PublisherDeps } from './publish.js';
 import { enqueueDrop, type IngestQueue } from './queue.js';
@@ -57,6 +58,9 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     log,
     recordRejection: (r) => rejections.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
+    ...(config.ingest.carryMaxBytes > 0 && config.ingest.carryBytesPerSecond > 0
+      ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }
+      : {}),
   });
   const worker = await superviseWorker({
     queue,

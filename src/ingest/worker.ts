@@ -43,6 +43,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
         detail: result.detail,
         rejectionId: result.rejectionId,
         generatedAt: result.generatedAt,
+        carriedTo: result.carriedTo,
         lagMs: Date.now() - receivedAt,
         timings: { claim: claimMs, ...result.timings },
         attempt: job.attemptsMade + 1,

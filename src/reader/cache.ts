@@ -3,11 +3,13 @@
  * Redis catalog (or the store's manifest when Redis is away), kept current by the announcements
  * on the catalog channel, re-read in full by refresh(). Never regresses: a version replaces the
  * held one only if it supersedes it, and only once its bytes are loaded. The store is read once
- * per version, or not at all when this process published it (offer); compressed variants are made
+ * per version, or not at all when this process published it (offer) or its announcement came
+ * with the bytes (carried: src/catalog/carried.ts); compressed variants are made
  * once per version and coding, when first asked for (variants.ts).
  */
 import type { Catalog } from '../catalog/redis-catalog.js';
 import { parseCatalogChange } from '../catalog/redis-catalog.js';
+import { carriedBytesFor } from '../catalog/carried.js';
 import { manifestSnapshot, readManifest } from '../catalog/manifest.js';
 import type { CatalogEntry, CatalogSnapshot } from '../catalog/types.js';
 import type { FeedRegistry } from '../feeds/registry.js';
@@ -30,8 +32,11 @@ export interface PublishedCache {
   filenames(): readonly string[];
   /** Re-read the whole catalog (Redis, else the manifest) and load what is new. */
   refresh(): Promise<'redis' | 'manifest'>;
-  /** Apply one announcement from the catalog channel. */
-  handleMessage(message: string): void;
+  /**
+   * Apply one announcement from the catalog channel; `carried`, the message received on the
+   * bytes channel just before it, if any: when it holds this version's bytes, no store read.
+   */
+  handleMessage(message: string, carried?: Buffer): void;
   /**
    * A version this process has just committed, with its bytes (already hashed by the publish
    * step): held at once, with no store read; the announcement that follows finds it held.
@@ -134,6 +139,16 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     }
   };
 
+  /** Hold a version whose bytes came with it (this process's publish step, or carried by a worker's commit). */
+  const offer = (entry: CatalogEntry, seq: number, bytes: Buffer): void => {
+    if (closed || !registry.feeds.has(entry.filename)) return;
+    known.add(entry.filename);
+    const inFlight = loading.get(entry.filename);
+    // A newer version is on its way from the store: let it win.
+    if (inFlight && inFlight.entry.sha256 !== entry.sha256 && supersedes(inFlight.entry, inFlight.seq, { entry, seq })) return;
+    install(trustedVersion(entry, seq, bytes));
+  };
+
   const applySnapshot = async (snapshot: CatalogSnapshot) => {
     const started = snapshot.entries.map((e) => consider(e, snapshot.seq)).filter((p) => p !== undefined);
     await Promise.allSettled(started);
@@ -165,22 +180,17 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       loaded = true;
       return source;
     },
-    handleMessage(message) {
+    handleMessage(message, carried) {
       const change = parseCatalogChange(message);
       if (!change) {
         log.warn('ignoring a malformed catalog announcement');
         return;
       }
-      consider(change.entry, change.seq);
+      const bytes = carriedBytesFor(change.entry, carried);
+      if (bytes) offer(change.entry, change.seq, bytes);
+      else consider(change.entry, change.seq);
     },
-    offer(entry, seq, bytes) {
-      if (closed || !registry.feeds.has(entry.filename)) return;
-      known.add(entry.filename);
-      const inFlight = loading.get(entry.filename);
-      // A newer version is on its way from the store: let it win.
-      if (inFlight && inFlight.entry.sha256 !== entry.sha256 && supersedes(inFlight.entry, inFlight.seq, { entry, seq })) return;
-      install(trustedVersion(entry, seq, bytes));
-    },
+    offer,
     variant,
     async idle() {
       while (busy.size > 0) await Promise.allSettled([...busy]);

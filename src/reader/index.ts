@@ -46,6 +46,8 @@ export interface ReaderDeps {
   readonly metrics?: Metrics;
   /** The ingest queue, or how to open it, for the dashboard at /admin/queues (opened on its first request). */
   readonly queue?: QueueProvider;
+  /** Take the versions workers carry with their announcements (default true; see ReaderStateDeps). */
+  readonly carried?: boolean;
 }
 
 export interface RunningReader {

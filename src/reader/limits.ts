@@ -231,20 +231,23 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     redis.publish(channel, JSON.stringify({ a: address, t: seconds })).catch(() => undefined);
   };
   const subscriber = deps.subscriber;
-  const onMessage = (ch: string, message: string) => {
-    if (ch !== channel) return;
+  const channelBytes = Buffer.from(channel);
+  // 'messageBuffer': with any 'message' listener, ioredis decodes every message of the connection
+  // to a string, the versions carried on the catalog bytes channel included (state.ts).
+  const onMessage = (ch: Buffer, message: Buffer) => {
+    if (!ch.equals(channelBytes)) return;
     try {
-      const { a, t } = JSON.parse(message) as { a?: unknown; t?: unknown };
+      const { a, t } = JSON.parse(message.toString()) as { a?: unknown; t?: unknown };
       if (typeof a === 'string' && a.length <= 64 && Number.isInteger(t) && (t as number) > 0 && (t as number) <= 86_400) remember(a, t as number);
     } catch {
       // not ours to worry about
     }
   };
   if (subscriber) {
-    subscriber.on('message', onMessage);
+    subscriber.on('messageBuffer', onMessage);
     subscriber.subscribe(channel).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'cannot subscribe to lockout announcements; lockouts stay per reader'));
     app.addHook('onClose', async () => {
-      subscriber.off('message', onMessage);
+      subscriber.off('messageBuffer', onMessage);
       if (subscriber.status === 'ready') await subscriber.unsubscribe(channel).catch(() => undefined);
     });
   }

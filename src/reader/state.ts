@@ -3,6 +3,10 @@
  * to the catalog and keys channels first, then loads both (catalog from Redis, else the store's
  * manifest), retries until loaded, re-reads both every `refreshMs`, and again whenever the
  * subscriber reconnects (announcements may have been missed meanwhile).
+ *
+ * With `carried`, it also subscribes to the bytes channel: a version a worker carried with its
+ * commit (src/catalog/carried.ts) arrives right before its announcement on the same connection,
+ * and is held without reading the store.
  */
 import type { Redis } from 'ioredis';
 import type { Catalog } from '../catalog/redis-catalog.js';
@@ -26,6 +30,12 @@ export interface ReaderStateDeps {
   readonly catalog: Catalog;
   readonly log: Logger;
   readonly registry: FeedRegistry;
+  /**
+   * Take the versions workers carry with their announcements (default true). A reader in the
+   * worker's own process is handed its bytes directly and leaves it off, so that the worker,
+   * seeing nobody listen, stops carrying (src/ingest/carry.ts).
+   */
+  readonly carried?: boolean;
 }
 
 export interface ReaderState {
@@ -53,9 +63,22 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
   let closed = false;
   const timers = new Set<NodeJS.Timeout>();
 
-  const onMessage = (channel: string, message: string) => {
-    if (channel === keys.catalogChannel) published.handleMessage(message);
-    else if (channel === keys.apiKeysChannel) ring.handleMessage(message);
+  const channels = deps.carried === false ? [keys.catalogChannel, keys.apiKeysChannel] : [keys.catalogBytesChannel, keys.catalogChannel, keys.apiKeysChannel];
+  const catalogChannel = Buffer.from(keys.catalogChannel);
+  const bytesChannel = Buffer.from(keys.catalogBytesChannel);
+  const apiKeysChannel = Buffer.from(keys.apiKeysChannel);
+  // The carried message just received: only the announcement right after it may use it.
+  let carried: Buffer | undefined;
+  // Buffers, not strings: a carried version is never decoded (limits.ts listens the same way).
+  const onMessage = (channel: Buffer, message: Buffer) => {
+    if (channel.equals(bytesChannel)) {
+      carried = message;
+      return;
+    }
+    const justCarried = carried;
+    carried = undefined;
+    if (channel.equals(catalogChannel)) published.handleMessage(message.toString(), justCarried);
+    else if (channel.equals(apiKeysChannel)) ring.handleMessage(message.toString());
   };
   let connectedOnce = subscriber.status === 'ready';
   const onReady = () => {
@@ -66,9 +89,9 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
     log.info('subscriber reconnected; re-reading the catalog and keys');
     void refresh();
   };
-  subscriber.on('message', onMessage);
+  subscriber.on('messageBuffer', onMessage);
   subscriber.on('ready', onReady);
-  const subscribed = subscriber.subscribe(keys.catalogChannel, keys.apiKeysChannel);
+  const subscribed = subscriber.subscribe(...channels);
   subscribed.catch((err: unknown) => log.warn({ err }, 'subscribing to announcements failed'));
 
   const refreshPublished = () =>
@@ -133,10 +156,11 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
       clearInterval(interval);
       for (const t of timers) clearTimeout(t);
       published.close();
-      subscriber.off('message', onMessage);
+      subscriber.off('messageBuffer', onMessage);
       subscriber.off('ready', onReady);
+      carried = undefined;
       if (subscriber.status === 'ready') {
-        await withTimeout(subscriber.unsubscribe(keys.catalogChannel, keys.apiKeysChannel), 1000, 'unsubscribing').catch(() => undefined);
+        await withTimeout(subscriber.unsubscribe(...channels), 1000, 'unsubscribing').catch(() => undefined);
       }
       await withTimeout(published.idle(), 2000, 'finishing loads').catch(() => undefined);
     },

@@ -12,6 +12,8 @@ export interface RedisKeys {
   catalogVersions(filename: string): string;
   /** Pub/sub channel announcing catalog changes. */
   readonly catalogChannel: string;
+  /** Pub/sub channel carrying a published version's bytes, just before its announcement (carried.ts). */
+  readonly catalogBytesChannel: string;
   /** Sorted set of recent rejections (score: time), JSON members. */
   readonly rejections: string;
   /** Hash: key id → key record (JSON). */
@@ -31,6 +33,7 @@ export function redisKeys(prefix: string): RedisKeys {
     catalogSeq: `${prefix}:catalog:seq`,
     catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
     catalogChannel: `${prefix}:catalog:changes`,
+    catalogBytesChannel: `${prefix}:catalog:bytes`,
     rejections: `${prefix}:rejections`,
     apiKeys: `${prefix}:apikeys`,
     apiKeyHashes: `${prefix}:apikeys:hashes`,

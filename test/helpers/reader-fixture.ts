@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { syncManifest } from '../../src/catalog/manifest.js';
 import { createCatalog, type Catalog } from '../../src/catalog/redis-catalog.js';
-import type { CatalogEntry } from '../../src/catalog/types.js';
+import type { CatalogEntry, CommitResult } from '../../src/catalog/types.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { buildRegistry, parseFilename, type FeedRegistry } from '../../src/feeds/registry.js';
 import { createKeyStore, type KeyStore } from '../../src/keys/store.js';
@@ -49,8 +49,10 @@ export interface ReaderFixture {
   readonly logLines: string[];
   readonly log: Logger;
   publish(filename: string, doc: unknown, at?: { generatedAtMs?: number }): Promise<CatalogEntry>;
+  /** publish, with the bytes carried by the commit (src/catalog/carried.ts): the whole result. */
+  publishCarried(filename: string, doc: unknown): Promise<CommitResult & { bytes: Buffer }>;
   syncManifest(): Promise<void>;
-  start(options?: { rateLimit?: RateLimitCheck; redisUrl?: string; store?: Store; register?: (app: FastifyInstance) => void | Promise<void> }): Promise<ReaderInstance>;
+  start(options?: { rateLimit?: RateLimitCheck; redisUrl?: string; store?: Store; register?: (app: FastifyInstance) => void | Promise<void>; carried?: boolean }): Promise<ReaderInstance>;
   cleanup(): Promise<void>;
 }
 
@@ -97,26 +99,15 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
     logLines,
     log,
     async publish(filename, doc, at = {}) {
-      const info = parseFilename(registry, filename);
-      if (!info) throw new Error(`not a feed filename: ${filename}`);
-      const bytes = Buffer.isBuffer(doc) ? doc : Buffer.from(JSON.stringify(doc));
-      const sha256 = createHash('sha256').update(bytes).digest('hex');
-      const generatedAtMs = at.generatedAtMs ?? (clock += 1000);
-      const entry: CatalogEntry = {
-        filename,
-        bookmaker: info.bookmaker,
-        kind: info.kind,
-        sport: info.sport,
-        object: objectKey(filename, sha256),
-        sha256,
-        size: bytes.length,
-        generatedAt: new Date(generatedAtMs).toISOString(),
-        generatedAtMs,
-        publishedAt: new Date().toISOString(),
-      };
+      const { entry, bytes } = prepare(filename, doc, at);
       await store.put(entry.object, bytes, 'application/json');
       const result = await catalog.commit(entry, 10);
       return result.current;
+    },
+    async publishCarried(filename, doc) {
+      const { entry, bytes } = prepare(filename, doc, {});
+      await store.put(entry.object, bytes, 'application/json');
+      return { ...(await catalog.commit(entry, 10, bytes)), bytes };
     },
     async syncManifest() {
       await syncManifest(catalog, store);
@@ -126,7 +117,7 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
       const client = connect('client', url);
       const subscriber = connect('subscriber', url);
       const readerStore = options.store ?? store;
-      const state = await createReaderState({ config, redis: client, subscriber, store: readerStore, catalog: createCatalog(client, keys), log, registry });
+      const state = await createReaderState({ config, redis: client, subscriber, store: readerStore, catalog: createCatalog(client, keys), log, registry, carried: options.carried ?? true });
       const app = await buildReaderApp({ config, redis: client, store: readerStore, log, state, rateLimit: options.rateLimit, register: options.register });
       const instance: ReaderInstance = {
         app,
@@ -148,6 +139,27 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
       await rm(dir, { recursive: true, force: true });
     },
   };
+
+  function prepare(filename: string, doc: unknown, at: { generatedAtMs?: number }): { entry: CatalogEntry; bytes: Buffer } {
+    const info = parseFilename(registry, filename);
+    if (!info) throw new Error(`not a feed filename: ${filename}`);
+    const bytes = Buffer.isBuffer(doc) ? doc : Buffer.from(JSON.stringify(doc));
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const generatedAtMs = at.generatedAtMs ?? (clock += 1000);
+    const entry: CatalogEntry = {
+      filename,
+      bookmaker: info.bookmaker,
+      kind: info.kind,
+      sport: info.sport,
+      object: objectKey(filename, sha256),
+      sha256,
+      size: bytes.length,
+      generatedAt: new Date(generatedAtMs).toISOString(),
+      generatedAtMs,
+      publishedAt: new Date().toISOString(),
+    };
+    return { entry, bytes };
+  }
 }
 
 /** A document of about `bytes` bytes, in the shape of the spec's example. */
