@@ -60,6 +60,9 @@ const CONDITIONS = (args.includes('--conditions') ? args[args.indexOf('--conditi
 const WRITE_DOC = !args.includes('--no-doc');
 /** Pause between two polls (default 0: back to back, the strictest measure; the poller's own load then competes with the pipeline). */
 const POLL_GAP_MS = opt('poll-gap-ms', 0);
+/** `ingest.carry_max_bytes` of the oddsfiles systems (default: the service's own; 0 turns carrying off). */
+const CARRY_MAX_BYTES = args.includes('--carry-max-bytes') ? opt('carry-max-bytes', 0) : undefined;
+const SYSTEM_CONFIG = CARRY_MAX_BYTES === undefined ? undefined : { ingest: { carry_max_bytes: CARRY_MAX_BYTES } };
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
@@ -71,6 +74,8 @@ interface Sample {
   readonly fresh: number;
   readonly polls: number;
   stages?: Record<string, number>;
+  /** How many readers of other processes got the version's bytes with its announcement (the worker's `carriedTo`). */
+  carriedTo?: number;
   // for the breakdown
   readonly t0: number;
   readonly served: number;
@@ -95,8 +100,8 @@ async function main(): Promise<void> {
 
   log('starting the systems…');
   const targets: Target[] = [];
-  const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single' });
-  const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split' });
+  const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single', ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}) });
+  const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split', ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}) });
   const bare = await BareSystem.start('fresh-bare');
   for (const [name, sys] of [
     ['oddsfiles (one process)', single],
@@ -218,10 +223,11 @@ async function main(): Promise<void> {
         const v = med(k);
         return Number.isFinite(v) ? `${fmtMs(v)} (${Math.round((v / p50) * 100)} %)` : '—';
       });
-      bdRows.push([condition, t.name, fmtMs(p50), ...cells]);
+      const carried = ss.filter((s) => (s.carriedTo ?? 0) > 0).length;
+      bdRows.push([condition, t.name, fmtMs(p50), ...cells, t.name.startsWith('bare') ? '—' : `${carried} of ${ss.length}`]);
     }
   }
-  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`)], bdRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
+  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`), 'carried'], bdRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const), 'r']);
 
   // The slowest drops of each oddsfiles system, with their stages: what makes the tail.
   const slowRows: string[][] = [];
@@ -263,7 +269,7 @@ async function main(): Promise<void> {
     '',
     freshTable,
     '',
-    'Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker\'s `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit). For bare: watcher = rename → announcement, reader as above.',
+    'Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker\'s `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit); carried: drops whose bytes reached the reader with their announcement (`ingest.carry_max_bytes`; in one process the reader is handed them directly and nothing is carried). For bare: watcher = rename → announcement, reader as above.',
     '',
     bdTable,
     '',
@@ -330,6 +336,7 @@ async function breakdown(sys: OddsfilesSystem, block: Sample[], announced: Map<s
     };
     stages.other = s.fresh - Object.values(stages).reduce((a, b) => a + b, 0);
     s.stages = stages;
+    if (typeof line.carriedTo === 'number') s.carriedTo = line.carriedTo;
   }
 }
 

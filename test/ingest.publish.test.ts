@@ -133,7 +133,7 @@ describe('the publish step', () => {
     expect(existsSync(claim.path)).toBe(false);
   });
 
-  it("carries a publication's stored bytes with its commit when the carry policy takes them, and tells it who got them", async () => {
+  it("carries a publication's stored bytes ahead of its commit when the carry policy takes them, and tells it who got them", async () => {
     let t = 0;
     const carry = createCarryPolicy({ maxBytes: 256 * 1024, bytesPerSecond: 16 * 1024 * 1024, idleRecheckMs: 10_000, now: () => t });
     const p = await setup({ carry });

@@ -1,13 +1,15 @@
 /**
- * Versions carried with their commit (src/catalog/carried.ts, src/ingest/carry.ts): the commit
- * script publishes the bytes on the bytes channel just before the announcement; a reader of
- * another process holds them without reading the store, and reads the store as before for an
- * announcement that came without (or with bytes that are not its version's). Real Redis, real
- * filesystem store; the reader's store counts the reads it is asked for and passes them on.
+ * Versions carried ahead of their commit (src/catalog/carried.ts, src/ingest/carry.ts): the
+ * worker publishes the bytes on the bytes channel before its store write and commit, on the same
+ * connection; a reader of another process holds them without reading the store, and reads the
+ * store as before for an announcement that came without (or with bytes that are not its
+ * version's). Real Redis, real filesystem store; the reader's store counts the reads it is asked
+ * for and passes them on. The bounds of what a reader keeps are tested on their own below.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeCarried } from '../src/catalog/carried.js';
+import { createCarriedBytes, encodeCarried } from '../src/catalog/carried.js';
+import type { CatalogEntry } from '../src/catalog/types.js';
 import type { Store } from '../src/store/store.js';
 import { TEST_REDIS_URL } from './helpers/redis.js';
 import { createReaderFixture, oddsDocument, within, type ReaderFixture, type ReaderInstance } from './helpers/reader-fixture.js';
@@ -54,7 +56,7 @@ const served = async (r: ReaderInstance, sha256: string) => {
 };
 
 describe('versions carried with their commit', () => {
-  it('are delivered on the bytes channel right before their announcement, on one connection, and counted', async () => {
+  it('are delivered on the bytes channel before their announcement, on one connection, and counted', async () => {
     const sub = new Redis(TEST_REDIS_URL);
     try {
       const got: [string, Buffer][] = [];
@@ -68,10 +70,6 @@ describe('versions carried with their commit', () => {
       expect(got[0]![1].equals(encodeCarried(result.current.sha256, result.bytes))).toBe(true);
       expect(JSON.parse(got[1]![1].toString()).entry).toEqual(result.current);
 
-      // The same bytes again: unchanged, nothing carried nor announced.
-      const again = await fx.catalog.commit(result.current, 10, result.bytes);
-      expect(again.outcome).toBe('unchanged');
-      expect(again.carriedTo).toBeUndefined();
       // Without bytes to carry, only the announcement.
       await fx.publish(FILE, oddsDocument('northwind', 'soccer', 3000, 2));
       await within(2000, () => got.length >= 3);
@@ -113,4 +111,50 @@ describe('versions carried with their commit', () => {
       await within(2000, async () => (await served(reader, result.current.sha256)) !== undefined);
       expect(reads).toEqual([result.current.object]);
     }));
+});
+
+describe("what a reader keeps of carried bytes while it waits for their announcement", () => {
+  const sha = (i: number) => i.toString(16).padStart(64, '0');
+  const entryFor = (i: number, size: number) => ({ sha256: sha(i), size }) as CatalogEntry;
+  const message = (i: number, size: number) => encodeCarried(sha(i), Buffer.alloc(size, i));
+
+  it('gives the bytes to the announcement of the same sha256 and size, once, as a copy', () => {
+    const c = createCarriedBytes();
+    const m = message(1, 100);
+    c.put(m);
+    expect(c.take(entryFor(1, 99))).toBeUndefined(); // wrong size: taken out, not used
+    c.put(m);
+    const got = c.take(entryFor(1, 100))!;
+    expect(got.equals(Buffer.alloc(100, 1))).toBe(true);
+    m.fill(0);
+    expect(got.equals(Buffer.alloc(100, 1))).toBe(true);
+    expect(c.take(entryFor(1, 100))).toBeUndefined();
+    expect(c.size).toBe(0);
+  });
+
+  it('ignores what is not a carried message', () => {
+    const c = createCarriedBytes();
+    c.put(Buffer.from('short'));
+    c.put(Buffer.concat([Buffer.from('Z'.repeat(64)), Buffer.alloc(10)]));
+    expect(c.size).toBe(0);
+  });
+
+  it('keeps at most maxEntries and maxBytes, evicting the oldest, and nothing older than maxAgeMs', () => {
+    let t = 0;
+    const c = createCarriedBytes({ maxEntries: 3, maxBytes: 1000, maxAgeMs: 5000, now: () => t });
+    for (let i = 1; i <= 4; i++) c.put(message(i, 100));
+    expect(c.size).toBe(3);
+    expect(c.take(entryFor(1, 100))).toBeUndefined();
+    c.put(message(5, 850)); // 3 entries, then 200 + 850 > 1000 bytes: the two oldest go
+    expect(c.take(entryFor(2, 100))).toBeUndefined();
+    expect(c.take(entryFor(3, 100))).toBeUndefined();
+    expect(c.take(entryFor(4, 100))).toBeDefined();
+    c.put(message(6, 100));
+    t += 5001;
+    expect(c.take(entryFor(6, 100))).toBeUndefined(); // waited too long
+    c.put(message(7, 100)); // evicts 5, now too old
+    expect(c.size).toBe(1);
+    c.put(message(8, 2000)); // larger than everything it may keep
+    expect(c.size).toBe(1);
+  });
 });

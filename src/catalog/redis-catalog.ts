@@ -8,10 +8,7 @@ import { encodeCarried } from './carried.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
 // KEYS: catalog hash, seq counter, versions list. ARGV: filename, entry JSON, generatedAtMs,
-// sha256, keepVersions, channel, and optionally the bytes channel and the carried message
-// (carried.ts), published just before the announcement. Equal generated_at with new bytes
-// publishes (a correction). A publication's reply: outcome, entry, seq, how many subscribers got
-// the carried bytes (-1: none carried), then the evicted hashes.
+// sha256, keepVersions, channel. Equal generated_at with new bytes publishes (a correction).
 const COMMIT_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
@@ -30,10 +27,8 @@ redis.call('LPUSH', KEYS[3], ARGV[4])
 local keep = tonumber(ARGV[5])
 local evicted = redis.call('LRANGE', KEYS[3], keep, -1)
 redis.call('LTRIM', KEYS[3], 0, keep - 1)
-local carried = -1
-if ARGV[8] then carried = redis.call('PUBLISH', ARGV[7], ARGV[8]) end
 redis.call('PUBLISH', ARGV[6], '{"seq":' .. seq .. ',"entry":' .. ARGV[2] .. '}')
-local out = {'published', ARGV[2], tostring(seq), tostring(carried)}
+local out = {'published', ARGV[2], tostring(seq)}
 for i = 1, #evicted do out[#out + 1] = evicted[i] end
 return out
 `;
@@ -44,11 +39,13 @@ return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}
 `;
 
 export interface Catalog {
+  commit(entry: CatalogEntry, keepVersions: number): Promise<CommitResult>;
   /**
-   * Commit `entry` (newest wins). With `carry` (the version's bytes), a publication also carries
-   * them to the readers subscribed to the bytes channel, just before announcing it (carried.ts).
+   * Send a version's bytes to the readers of other processes ahead of its commit (carried.ts);
+   * resolves to how many received them. Called before `commit` on the same connection, so every
+   * subscriber has them before the announcement.
    */
-  commit(entry: CatalogEntry, keepVersions: number, carry?: Buffer): Promise<CommitResult>;
+  carry(sha256: string, bytes: Buffer): Promise<number>;
   get(filename: string): Promise<CatalogEntry | undefined>;
   snapshot(): Promise<CatalogSnapshot>;
   /** The same snapshot with each entry as stored (its JSON, unparsed), sorted by filename. */
@@ -64,9 +61,8 @@ export interface CatalogJsonSnapshot {
 
 export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
   return {
-    async commit(entry, keepVersions, carry) {
+    async commit(entry, keepVersions) {
       const json = JSON.stringify(entry);
-      const carryArgs = carry ? [keys.catalogBytesChannel, encodeCarried(entry.sha256, carry)] : [];
       const reply = (await redis.eval(
         COMMIT_LUA,
         3,
@@ -79,13 +75,17 @@ export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
         entry.sha256,
         String(keepVersions),
         keys.catalogChannel,
-        ...carryArgs,
       )) as string[];
-      const [outcome, current, seq] = reply;
-      const result = { outcome: outcome as CommitOutcome, current: JSON.parse(current as string) as CatalogEntry, seq: Number(seq) };
-      if (outcome !== 'published') return { ...result, evicted: [] };
-      const carriedTo = Number(reply[3]);
-      return { ...result, evicted: reply.slice(4), ...(carriedTo >= 0 ? { carriedTo } : {}) };
+      const [outcome, current, seq, ...evicted] = reply;
+      return {
+        outcome: outcome as CommitOutcome,
+        current: JSON.parse(current as string) as CatalogEntry,
+        seq: Number(seq),
+        evicted,
+      };
+    },
+    async carry(sha256, bytes) {
+      return redis.publish(keys.catalogBytesChannel, encodeCarried(sha256, bytes));
     },
     async get(filename) {
       const json = await redis.hget(keys.catalog, filename);

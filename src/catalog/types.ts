@@ -32,11 +32,6 @@ export interface CommitResult {
   readonly seq: number;
   /** Version hashes that fell out of the retained history: their objects may be deleted. */
   readonly evicted: readonly string[];
-  /**
-   * Published with its bytes carried (commit's `carry`): how many subscribers received them.
-   * Undefined when nothing was carried.
-   */
-  readonly carriedTo?: number;
 }
 
 /** Announced on the catalog channel after every published change. */

@@ -33,7 +33,7 @@ export interface DropResult {
   readonly generatedAt?: string;
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
-  /** Published with its bytes carried to readers in other processes: how many received them. */
+  /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
   readonly carriedTo?: number;
 }
 
@@ -53,7 +53,7 @@ export interface PublisherDeps {
    * publish waiting; whatever it throws is logged and ignored.
    */
   readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
-  /** Which versions the commit carries to readers in other processes (carry.ts); none without it. */
+  /** Which versions are carried to readers in other processes ahead of their commit (carry.ts); none without it. */
   readonly carry?: CarryPolicy;
 }
 
@@ -139,13 +139,19 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           generatedAtMs: doc.generatedAtMs,
           publishedAt: now().toISOString(),
         };
+        // Carried ahead of the store write, on the connection the commit follows on (carried.ts).
+        const carried = deps.carry?.take(doc.bytes.length) ? deps.catalog.carry(sha256, doc.bytes).then(
+          (n) => {
+            deps.carry?.delivered(n);
+            return n;
+          },
+          () => undefined, // only an optimisation: the readers read the store instead
+        ) : undefined;
         await deps.store.put(entry.object, doc.bytes, 'application/json');
         t = lap('store', t);
-        const carry = deps.carry?.take(doc.bytes.length) ? doc.bytes : undefined;
-        const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions, carry);
+        const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
         t = lap('commit', t);
-        carriedTo = result.carriedTo;
-        if (carriedTo !== undefined) deps.carry?.delivered(carriedTo);
+        carriedTo = await carried;
         outcome = result.outcome;
         if (outcome === 'published') {
           if (deps.onPublished) {

@@ -9,7 +9,7 @@
  */
 import type { Catalog } from '../catalog/redis-catalog.js';
 import { parseCatalogChange } from '../catalog/redis-catalog.js';
-import { carriedBytesFor } from '../catalog/carried.js';
+import { createCarriedBytes } from '../catalog/carried.js';
 import { manifestSnapshot, readManifest } from '../catalog/manifest.js';
 import type { CatalogEntry, CatalogSnapshot } from '../catalog/types.js';
 import type { FeedRegistry } from '../feeds/registry.js';
@@ -33,10 +33,12 @@ export interface PublishedCache {
   /** Re-read the whole catalog (Redis, else the manifest) and load what is new. */
   refresh(): Promise<'redis' | 'manifest'>;
   /**
-   * Apply one announcement from the catalog channel; `carried`, the message received on the
-   * bytes channel just before it, if any: when it holds this version's bytes, no store read.
+   * Apply one announcement from the catalog channel. A version whose bytes were carried ahead of
+   * it (carried) is held at once, with no store read.
    */
-  handleMessage(message: string, carried?: Buffer): void;
+  handleMessage(message: string): void;
+  /** A message of the bytes channel: a version's bytes, carried ahead of its announcement (src/catalog/carried.ts). */
+  carried(message: Buffer): void;
   /**
    * A version this process has just committed, with its bytes (already hashed by the publish
    * step): held at once, with no store read; the announcement that follows finds it held.
@@ -87,6 +89,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     return p;
   };
   const variant = createVariantMaker({ log, enabled: compress, track });
+  const carried = createCarriedBytes();
 
   /** Hold `version` unless something at least as new is held. */
   const install = (version: Version): void => {
@@ -180,15 +183,18 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       loaded = true;
       return source;
     },
-    handleMessage(message, carried) {
+    handleMessage(message) {
       const change = parseCatalogChange(message);
       if (!change) {
         log.warn('ignoring a malformed catalog announcement');
         return;
       }
-      const bytes = carriedBytesFor(change.entry, carried);
+      const bytes = carried.take(change.entry);
       if (bytes) offer(change.entry, change.seq, bytes);
       else consider(change.entry, change.seq);
+    },
+    carried(message) {
+      if (!closed) carried.put(message);
     },
     offer,
     variant,
@@ -197,6 +203,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     },
     close() {
       closed = true;
+      carried.clear();
       for (const t of timers) clearTimeout(t);
       timers.clear();
     },

@@ -4,9 +4,9 @@
  * manifest), retries until loaded, re-reads both every `refreshMs`, and again whenever the
  * subscriber reconnects (announcements may have been missed meanwhile).
  *
- * With `carried`, it also subscribes to the bytes channel: a version a worker carried with its
- * commit (src/catalog/carried.ts) arrives right before its announcement on the same connection,
- * and is held without reading the store.
+ * With `carried`, it also subscribes to the bytes channel: a version a worker carried ahead of
+ * its commit (src/catalog/carried.ts) arrives before its announcement on the same connection, and
+ * is held without reading the store.
  */
 import type { Redis } from 'ioredis';
 import type { Catalog } from '../catalog/redis-catalog.js';
@@ -67,17 +67,10 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
   const catalogChannel = Buffer.from(keys.catalogChannel);
   const bytesChannel = Buffer.from(keys.catalogBytesChannel);
   const apiKeysChannel = Buffer.from(keys.apiKeysChannel);
-  // The carried message just received: only the announcement right after it may use it.
-  let carried: Buffer | undefined;
   // Buffers, not strings: a carried version is never decoded (limits.ts listens the same way).
   const onMessage = (channel: Buffer, message: Buffer) => {
-    if (channel.equals(bytesChannel)) {
-      carried = message;
-      return;
-    }
-    const justCarried = carried;
-    carried = undefined;
-    if (channel.equals(catalogChannel)) published.handleMessage(message.toString(), justCarried);
+    if (channel.equals(bytesChannel)) published.carried(message);
+    else if (channel.equals(catalogChannel)) published.handleMessage(message.toString());
     else if (channel.equals(apiKeysChannel)) ring.handleMessage(message.toString());
   };
   let connectedOnce = subscriber.status === 'ready';
@@ -158,7 +151,6 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
       published.close();
       subscriber.off('messageBuffer', onMessage);
       subscriber.off('ready', onReady);
-      carried = undefined;
       if (subscriber.status === 'ready') {
         await withTimeout(subscriber.unsubscribe(...channels), 1000, 'unsubscribing').catch(() => undefined);
       }

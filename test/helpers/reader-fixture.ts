@@ -49,8 +49,8 @@ export interface ReaderFixture {
   readonly logLines: string[];
   readonly log: Logger;
   publish(filename: string, doc: unknown, at?: { generatedAtMs?: number }): Promise<CatalogEntry>;
-  /** publish, with the bytes carried by the commit (src/catalog/carried.ts): the whole result. */
-  publishCarried(filename: string, doc: unknown): Promise<CommitResult & { bytes: Buffer }>;
+  /** publish, with the bytes carried ahead of the commit as a worker does (src/catalog/carried.ts): the whole result. */
+  publishCarried(filename: string, doc: unknown): Promise<CommitResult & { bytes: Buffer; carriedTo: number }>;
   syncManifest(): Promise<void>;
   start(options?: { rateLimit?: RateLimitCheck; redisUrl?: string; store?: Store; register?: (app: FastifyInstance) => void | Promise<void>; carried?: boolean }): Promise<ReaderInstance>;
   cleanup(): Promise<void>;
@@ -106,8 +106,10 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
     },
     async publishCarried(filename, doc) {
       const { entry, bytes } = prepare(filename, doc, {});
+      const carried = catalog.carry(entry.sha256, bytes);
       await store.put(entry.object, bytes, 'application/json');
-      return { ...(await catalog.commit(entry, 10, bytes)), bytes };
+      const result = await catalog.commit(entry, 10);
+      return { ...result, bytes, carriedTo: await carried };
     },
     async syncManifest() {
       await syncManifest(catalog, store);
