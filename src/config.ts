@@ -96,7 +96,7 @@ export interface Config {
     /** BullMQ lock: how soon a job of a killed worker is taken up again. */
     readonly lockDurationMs: number;
     /**
-     * Versions up to this size are carried to readers in other processes with their
+     * Versions up to this size are carried to readers in other processes ahead of their
      * announcement (no store read back); 0 carries none. See src/ingest/carry.ts.
      */
     readonly carryMaxBytes: number;

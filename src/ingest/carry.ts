@@ -1,5 +1,5 @@
 /**
- * Which published versions the worker carries to other processes' readers with its commit
+ * Which published versions the worker carries to other processes' readers ahead of its commit
  * (src/catalog/carried.ts): those of at most `maxBytes`, within a byte rate, and only while some
  * reader listens.
  *
@@ -26,7 +26,7 @@ export interface CarryOptions {
 export interface CarryPolicy {
   /** Carry a version of `size` bytes? Takes its bytes from the rate when it says yes. */
   take(size: number): boolean;
-  /** How many subscribers got the carried bytes (the commit's `carriedTo`). */
+  /** How many subscribers got the carried bytes (the reply of their PUBLISH). */
   delivered(receivers: number): void;
 }
 

@@ -140,13 +140,16 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           publishedAt: now().toISOString(),
         };
         // Carried ahead of the store write, on the connection the commit follows on (carried.ts).
-        const carried = deps.carry?.take(doc.bytes.length) ? deps.catalog.carry(sha256, doc.bytes).then(
-          (n) => {
-            deps.carry?.delivered(n);
-            return n;
-          },
-          () => undefined, // only an optimisation: the readers read the store instead
-        ) : undefined;
+        const carry = deps.carry;
+        const carried = carry?.take(doc.bytes.length)
+          ? deps.catalog.carry(sha256, doc.bytes).then(
+              (n) => {
+                carry.delivered(n);
+                return n;
+              },
+              () => undefined, // only an optimisation: the readers read the store instead
+            )
+          : undefined;
         await deps.store.put(entry.object, doc.bytes, 'application/json');
         t = lap('store', t);
         const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);

@@ -3,8 +3,8 @@
  * Redis catalog (or the store's manifest when Redis is away), kept current by the announcements
  * on the catalog channel, re-read in full by refresh(). Never regresses: a version replaces the
  * held one only if it supersedes it, and only once its bytes are loaded. The store is read once
- * per version, or not at all when this process published it (offer) or its announcement came
- * with the bytes (carried: src/catalog/carried.ts); compressed variants are made
+ * per version, or not at all when this process published it (offer) or a worker carried its
+ * bytes ahead of its announcement (src/catalog/carried.ts); compressed variants are made
  * once per version and coding, when first asked for (variants.ts).
  */
 import type { Catalog } from '../catalog/redis-catalog.js';
@@ -142,7 +142,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     }
   };
 
-  /** Hold a version whose bytes came with it (this process's publish step, or carried by a worker's commit). */
+  /** Hold a version whose bytes came with it (this process's publish step, or carried ahead of a worker's commit). */
   const offer = (entry: CatalogEntry, seq: number, bytes: Buffer): void => {
     if (closed || !registry.feeds.has(entry.filename)) return;
     known.add(entry.filename);

@@ -46,7 +46,7 @@ export interface ReaderDeps {
   readonly metrics?: Metrics;
   /** The ingest queue, or how to open it, for the dashboard at /admin/queues (opened on its first request). */
   readonly queue?: QueueProvider;
-  /** Take the versions workers carry with their announcements (default true; see ReaderStateDeps). */
+  /** Take the versions workers carry ahead of their announcements (default true; see ReaderStateDeps). */
   readonly carried?: boolean;
 }
 

@@ -31,7 +31,7 @@ export interface ReaderStateDeps {
   readonly log: Logger;
   readonly registry: FeedRegistry;
   /**
-   * Take the versions workers carry with their announcements (default true). A reader in the
+   * Take the versions workers carry ahead of their announcements (default true). A reader in the
    * worker's own process is handed its bytes directly and leaves it off, so that the worker,
    * seeing nobody listen, stops carrying (src/ingest/carry.ts).
    */
