@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { watch as fsWatch } from 'node:fs';
 import { watch as chokidarWatch } from 'chokidar';
 import { Redis } from 'ioredis';
+import { startS3rver } from '../test/helpers/s3rver.js';
 import {
   BareSystem,
   Dropper,
@@ -48,6 +49,7 @@ import {
   type DocTemplate,
   type System,
   numberArg,
+  onCleanup,
 } from './common.js';
 
 const args = process.argv.slice(2);
@@ -63,6 +65,9 @@ const POLL_GAP_MS = opt('poll-gap-ms', 0);
 /** `ingest.carry_max_bytes` of the oddsfiles systems (default: the service's own; 0 turns carrying off). */
 const CARRY_MAX_BYTES = args.includes('--carry-max-bytes') ? opt('carry-max-bytes', 0) : undefined;
 const SYSTEM_CONFIG = CARRY_MAX_BYTES === undefined ? undefined : { ingest: { carry_max_bytes: CARRY_MAX_BYTES } };
+/** `--store s3`: the oddsfiles systems publish to an S3 API (s3rver, started here) instead of the filesystem; the bare reference stays on the filesystem. */
+const STORE = args.includes('--store') ? args[args.indexOf('--store') + 1]! : 'fs';
+if (STORE !== 'fs' && STORE !== 's3') throw new Error(`--store fs|s3, not ${STORE}`);
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
@@ -100,8 +105,13 @@ async function main(): Promise<void> {
 
   log('starting the systems…');
   const targets: Target[] = [];
-  const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single', ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}) });
-  const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split', ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}) });
+  const s3 = STORE === 's3' ? await startS3rver() : undefined;
+  if (s3) onCleanup(() => s3.stop());
+  /** Each system under its own prefix of the one bucket. */
+  const storeEnv = (label: string) => (s3 ? { ...s3.env, STORE_URL: `s3://${s3.bucket}/${label}` } : undefined);
+  const systemOptions = (label: string) => ({ ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}), ...(s3 ? { env: storeEnv(label) } : {}) });
+  const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single', ...systemOptions('fresh-single') });
+  const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split', ...systemOptions('fresh-split') });
   const bare = await BareSystem.start('fresh-bare');
   for (const [name, sys] of [
     ['oddsfiles (one process)', single],
