@@ -12,7 +12,7 @@ export interface RedisKeys {
   catalogVersions(filename: string): string;
   /** Pub/sub channel announcing catalog changes. */
   readonly catalogChannel: string;
-  /** Pub/sub channel carrying a published version's bytes, just before its announcement (carried.ts). */
+  /** Pub/sub channel carrying a version's bytes to readers, sent ahead of its commit (carried.ts). */
   readonly catalogBytesChannel: string;
   /** Sorted set of recent rejections (score: time), JSON members. */
   readonly rejections: string;
