@@ -156,5 +156,9 @@ describe("what a reader keeps of carried bytes while it waits for their announce
     expect(c.size).toBe(1);
     c.put(message(8, 2000)); // larger than everything it may keep
     expect(c.size).toBe(1);
+    // An announcement of something else sweeps out what waited too long (a version never committed).
+    t += 5001;
+    expect(c.take(entryFor(9, 100))).toBeUndefined();
+    expect(c.size).toBe(0);
   });
 });

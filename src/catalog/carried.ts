@@ -58,6 +58,14 @@ export function createCarriedBytes(limits: CarriedBytesLimits = { maxEntries: 32
     held.delete(sha);
     bytesHeld -= e.bytes.length;
   };
+  /** Evict, oldest first, until a message of `incoming` bytes (if any) fits and nothing left is too old. */
+  const sweep = (t: number, incoming: number) => {
+    const room = incoming > 0 ? 1 : 0;
+    for (const [k, e] of held) {
+      if (held.size + room <= limits.maxEntries && bytesHeld + incoming <= limits.maxBytes && t - e.at <= limits.maxAgeMs) break;
+      drop(k);
+    }
+  };
   return {
     put(message) {
       if (message.length <= SHA_HEX) return;
@@ -67,18 +75,17 @@ export function createCarriedBytes(limits: CarriedBytesLimits = { maxEntries: 32
       if (size > limits.maxBytes) return;
       drop(sha);
       const t = now();
-      for (const [k, e] of held) {
-        if (held.size < limits.maxEntries && bytesHeld + size <= limits.maxBytes && t - e.at <= limits.maxAgeMs) break;
-        drop(k);
-      }
+      sweep(t, size);
       held.set(sha, { bytes: Buffer.from(message.subarray(SHA_HEX)), at: t });
       bytesHeld += size;
     },
     take(entry) {
+      const t = now();
       const e = held.get(entry.sha256);
-      if (!e) return undefined;
       drop(entry.sha256);
-      if (e.bytes.length !== entry.size || now() - e.at > limits.maxAgeMs) return undefined;
+      // Whatever waited too long goes too (bytes of a version never committed): none are kept for long.
+      sweep(t, 0);
+      if (!e || e.bytes.length !== entry.size || t - e.at > limits.maxAgeMs) return undefined;
       return e.bytes;
     },
     get size() {
