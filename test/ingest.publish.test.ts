@@ -6,7 +6,7 @@
  * readClaim takes size and mtime from the open file and refuses before its budget is taken.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +25,7 @@ import { claimPath, ensureInbox, newClaimId, readClaim } from '../src/ingest/inb
 import { createPublisher, type PublisherDeps } from '../src/ingest/publish.js';
 import { redisKeys } from '../src/redis/keys.js';
 import { createFsStore } from '../src/store/fs-store.js';
+import { SYNC_IO_MAX_BYTES } from '../src/sync-io.js';
 import { docFor } from './helpers/faults.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { capturingLogger } from './helpers/log.js';
@@ -231,5 +232,45 @@ describe('readClaim', () => {
       expect((err as RejectionError).reason).toBe(reason);
     }
     expect(called).toEqual([]);
+  });
+
+  it('reads drops on both sides of the synchronous read limit byte for byte', async () => {
+    const dir = await scratch();
+    // Small drops are read with synchronous calls, bigger ones on the thread pool (sync-io.ts).
+    for (const size of [SYNC_IO_MAX_BYTES, SYNC_IO_MAX_BYTES + 1, 3 * SYNC_IO_MAX_BYTES + 12_345]) {
+      const path = join(dir, `d-${size}--site_live_a.json`);
+      const bytes = Buffer.alloc(size);
+      for (let i = 0; i < size; i++) bytes[i] = (i * 7 + (i >> 12)) & 0xff;
+      await writeFile(path, bytes);
+      const read = await readClaim(path, 4 * SYNC_IO_MAX_BYTES);
+      expect(read.size).toBe(size);
+      expect(read.bytes.equals(bytes)).toBe(true);
+    }
+  });
+
+  it('closes the file on every path, refusals and a failing beforeRead included', async () => {
+    const dir = await scratch();
+    const small = join(dir, 'small');
+    await writeFile(small, '{"a":1}');
+    const big = join(dir, 'big');
+    await writeFile(big, Buffer.alloc(SYNC_IO_MAX_BYTES + 10, 0x20));
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    const openFds = () => readdirSync('/proc/self/fd').length;
+    const before = openFds();
+    for (let i = 0; i < 20; i++) {
+      await readClaim(small, 1000);
+      await readClaim(big, 2 * SYNC_IO_MAX_BYTES);
+      await expect(readClaim(big, 1000)).rejects.toBeInstanceOf(RejectionError);
+      await expect(readClaim(fifo, 1000)).rejects.toBeInstanceOf(RejectionError);
+      for (const path of [small, big]) {
+        await expect(
+          readClaim(path, 2 * SYNC_IO_MAX_BYTES, () => {
+            throw new Error('no budget');
+          }),
+        ).rejects.toThrow('no budget');
+      }
+    }
+    expect(openFds()).toBe(before);
   });
 });

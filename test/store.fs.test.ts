@@ -1,10 +1,13 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createFsStore } from '../src/store/fs-store.js';
 import type { Store } from '../src/store/store.js';
+import { StoreUnavailableError } from '../src/errors.js';
+import { SYNC_IO_MAX_BYTES } from '../src/sync-io.js';
 import { storeContract } from './store.contract.js';
 
 const newDir = () => mkdtemp(join(tmpdir(), 'oddsfiles-store-'));
@@ -56,6 +59,36 @@ describe('fs store specifics', () => {
     await store.put('manifest.json', Buffer.from('{"v":1}'));
     expect((await store.get('manifest.json')).toString()).toBe('{"v":1}');
     expect(await readdir(root)).toContain('manifest.json');
+  });
+
+  it('writes objects on both sides of the synchronous write limit byte for byte', async () => {
+    const root = join(dir, 'store');
+    const store = createFsStore(pathToFileURL(root).href);
+    // Up to SYNC_IO_MAX_BYTES the temp file is written with synchronous calls, beyond on the thread pool.
+    for (const size of [SYNC_IO_MAX_BYTES, SYNC_IO_MAX_BYTES + 1]) {
+      const bytes = Buffer.alloc(size, size % 251);
+      bytes.write(`object of ${size} bytes`);
+      await store.put(`objects/f/${size}.json`, bytes);
+      expect((await readFile(join(root, 'objects', 'f', `${size}.json`))).equals(bytes)).toBe(true);
+    }
+    expect(await readdir(join(root, '.tmp'))).toEqual([]);
+  });
+
+  it('a put that fails leaves no temp file and no open file, small or big', async () => {
+    const root = join(dir, 'store');
+    const store = createFsStore(pathToFileURL(root).href);
+    await store.put('objects/f/ok.json', Buffer.from('{}'));
+    // The key names a folder that is not empty: the rename into place fails.
+    await mkdir(join(root, 'objects', 'f', 'taken.json', 'inside'), { recursive: true });
+    const openFds = () => readdirSync('/proc/self/fd').length;
+    const before = openFds();
+    for (let i = 0; i < 10; i++) {
+      for (const size of [10, SYNC_IO_MAX_BYTES + 1]) {
+        await expect(store.put('objects/f/taken.json', Buffer.alloc(size, 0x20))).rejects.toBeInstanceOf(StoreUnavailableError);
+      }
+    }
+    expect(openFds()).toBe(before);
+    expect(await readdir(join(root, '.tmp'))).toEqual([]);
   });
 
   it('stores each key at <root>/<key>', async () => {

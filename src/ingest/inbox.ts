@@ -4,10 +4,11 @@
  * one is processed, and a crash leaves the claimed drop where the next start finds it.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { mkdir, open, rename } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readSync, renameSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RejectionError } from '../errors.js';
+import { SYNC_IO_MAX_BYTES, readFd } from '../sync-io.js';
 
 export const PROCESSING_DIR = '.processing';
 
@@ -98,7 +99,8 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string)
   if (basename(name) !== name || isIgnoredName(name)) return undefined;
   const path = claimPath(inboxDir, claimId, name);
   try {
-    await rename(join(inboxDir, name), path);
+    // Synchronous: a rename within one local folder takes microseconds, a thread-pool hop more (sync-io.ts).
+    renameSync(join(inboxDir, name), path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
@@ -124,9 +126,11 @@ export interface ClaimRead {
 export async function readClaim(path: string, maxBytes: number, beforeRead?: (size: number) => Promise<void> | void): Promise<ClaimRead> {
   // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
   // O_NONBLOCK: opening a FIFO does not wait for a writer.
-  let fh;
+  // The open, fstat and close are synchronous (microseconds on a local folder, sync-io.ts), and so
+  // is the read of a drop up to SYNC_IO_MAX_BYTES; bigger drops are read on the thread pool.
+  let fd: number;
   try {
-    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ELOOP' || code === 'EMLINK') throw new RejectionError('unknown_filename', 'a symbolic link, not a regular file');
@@ -134,22 +138,23 @@ export async function readClaim(path: string, maxBytes: number, beforeRead?: (si
     throw err;
   }
   try {
-    const st = await fh.stat();
+    const st = fstatSync(fd);
     if (!st.isFile()) throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
     await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
     const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);
+    const small = st.size <= SYNC_IO_MAX_BYTES;
     let filled = 0;
     for (;;) {
-      const { bytesRead } = await fh.read(buf, filled, buf.length - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
+      const n = small ? readSync(fd, buf, filled, buf.length - filled, filled) : await readFd(fd, buf, filled, buf.length - filled, filled);
+      if (n === 0) break;
+      filled += n;
       if (filled === buf.length) break;
     }
     if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
     return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs };
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }

@@ -139,7 +139,11 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           generatedAtMs: doc.generatedAtMs,
           publishedAt: now().toISOString(),
         };
-        // Carried ahead of the store write, on the connection the commit follows on (carried.ts).
+        // The store write starts first (a filesystem store's write to the page cache happens in
+        // this call, only its fsyncs are awaited), then the bytes are carried while it runs, on the
+        // connection the commit follows on, so readers have them before the announcement (carried.ts).
+        const put = deps.store.put(entry.object, doc.bytes, 'application/json');
+        put.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
         const carry = deps.carry;
         const carried = carry?.take(doc.bytes.length)
           ? deps.catalog.carry(sha256, doc.bytes).then(
@@ -150,7 +154,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
               () => undefined, // only an optimisation: the readers read the store instead
             )
           : undefined;
-        await deps.store.put(entry.object, doc.bytes, 'application/json');
+        await put;
         t = lap('store', t);
         const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
         t = lap('commit', t);
