@@ -102,6 +102,12 @@ export interface Config {
     readonly carryMaxBytes: number;
     /** Carried bytes per second, per worker process. */
     readonly carryBytesPerSecond: number;
+    /**
+     * Drops and store objects up to this size are read and written with synchronous calls, only
+     * the fsyncs on the thread pool; 0: every file call on the thread pool (an inbox or store on a
+     * network filesystem). See src/sync-io.ts.
+     */
+    readonly syncIoMaxBytes: number;
   };
   readonly reader: {
     readonly refreshMs: number;
@@ -139,6 +145,7 @@ export const DEFAULT_FILE_CONFIG = {
     lock_duration: '15s',
     carry_max_bytes: 262_144,
     carry_bytes_per_second: 16_777_216,
+    sync_io_max_bytes: 262_144,
   },
   reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' } },
 } as const;
@@ -363,6 +370,7 @@ function buildConfig(
       lockDurationMs: dur(f.ingest.lock_duration),
       carryMaxBytes: f.ingest.carry_max_bytes,
       carryBytesPerSecond: f.ingest.carry_bytes_per_second,
+      syncIoMaxBytes: f.ingest.sync_io_max_bytes,
     },
     reader: {
       refreshMs: dur(f.reader.refresh),
@@ -433,6 +441,7 @@ interface FileShape {
     lock_duration: string;
     carry_max_bytes: number;
     carry_bytes_per_second: number;
+    sync_io_max_bytes: number;
   };
   reader: {
     refresh: string;

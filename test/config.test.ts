@@ -206,6 +206,14 @@ describe('the config file', () => {
     expect(load().ingest.pollMs).toBe(750);
   });
 
+  it('ingest.sync_io_max_bytes: 256 KiB by default, 0 allowed, negative refused', async () => {
+    expect(load().ingest.syncIoMaxBytes).toBe(262_144);
+    await yaml('ingest: { sync_io_max_bytes: 0 }\n');
+    expect(load().ingest.syncIoMaxBytes).toBe(0);
+    await yaml('ingest: { sync_io_max_bytes: -1 }\n');
+    expect(configError().message).toContain('sync_io_max_bytes');
+  });
+
   it('ODDSFILES_CONFIG names the file (relative to the working folder) and wins over ./oddsfiles.yaml', async () => {
     await yaml('limits: { future_skew: 1m }\n');
     const path = await yaml('limits: { future_skew: 10s }\n', 'etc/odds.yaml');

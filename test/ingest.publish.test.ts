@@ -237,14 +237,17 @@ describe('readClaim', () => {
   it('reads drops on both sides of the synchronous read limit byte for byte', async () => {
     const dir = await scratch();
     // Small drops are read with synchronous calls, bigger ones on the thread pool (sync-io.ts).
-    for (const size of [SYNC_IO_MAX_BYTES, SYNC_IO_MAX_BYTES + 1, 3 * SYNC_IO_MAX_BYTES + 12_345]) {
+    // With `ingest.sync_io_max_bytes: 0` every call is on the thread pool.
+    for (const size of [0, SYNC_IO_MAX_BYTES, SYNC_IO_MAX_BYTES + 1, 3 * SYNC_IO_MAX_BYTES + 12_345]) {
       const path = join(dir, `d-${size}--site_live_a.json`);
       const bytes = Buffer.alloc(size);
       for (let i = 0; i < size; i++) bytes[i] = (i * 7 + (i >> 12)) & 0xff;
       await writeFile(path, bytes);
-      const read = await readClaim(path, 4 * SYNC_IO_MAX_BYTES);
-      expect(read.size).toBe(size);
-      expect(read.bytes.equals(bytes)).toBe(true);
+      for (const syncMax of [SYNC_IO_MAX_BYTES, 0]) {
+        const read = await readClaim(path, 4 * SYNC_IO_MAX_BYTES, undefined, syncMax);
+        expect(read.size).toBe(size);
+        expect(read.bytes.equals(bytes)).toBe(true);
+      }
     }
   });
 
@@ -259,15 +262,21 @@ describe('readClaim', () => {
     const openFds = () => readdirSync('/proc/self/fd').length;
     const before = openFds();
     for (let i = 0; i < 20; i++) {
-      await readClaim(small, 1000);
-      await readClaim(big, 2 * SYNC_IO_MAX_BYTES);
-      await expect(readClaim(big, 1000)).rejects.toBeInstanceOf(RejectionError);
-      await expect(readClaim(fifo, 1000)).rejects.toBeInstanceOf(RejectionError);
+      const syncMax = i % 2 === 0 ? SYNC_IO_MAX_BYTES : 0;
+      await readClaim(small, 1000, undefined, syncMax);
+      await readClaim(big, 2 * SYNC_IO_MAX_BYTES, undefined, syncMax);
+      await expect(readClaim(big, 1000, undefined, syncMax)).rejects.toBeInstanceOf(RejectionError);
+      await expect(readClaim(fifo, 1000, undefined, syncMax)).rejects.toBeInstanceOf(RejectionError);
       for (const path of [small, big]) {
         await expect(
-          readClaim(path, 2 * SYNC_IO_MAX_BYTES, () => {
-            throw new Error('no budget');
-          }),
+          readClaim(
+            path,
+            2 * SYNC_IO_MAX_BYTES,
+            () => {
+              throw new Error('no budget');
+            },
+            syncMax,
+          ),
         ).rejects.toThrow('no budget');
       }
     }

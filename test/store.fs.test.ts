@@ -30,6 +30,24 @@ storeContract(
   },
 );
 
+// The same contract with every file call on the thread pool (`ingest.sync_io_max_bytes: 0`).
+storeContract(
+  'fs, no synchronous I/O',
+  async () => {
+    const dir = await newDir();
+    const store = createFsStore(pathToFileURL(join(dir, 'store')).href, { syncIoMaxBytes: 0 });
+    return { store, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  },
+  {
+    openUnavailable: async () => {
+      const dir = await newDir();
+      await writeFile(join(dir, 'file'), 'not a folder');
+      const store = createFsStore(pathToFileURL(join(dir, 'file', 'store')).href, { syncIoMaxBytes: 0 });
+      return { store, cleanup: () => rm(dir, { recursive: true, force: true }) };
+    },
+  },
+);
+
 describe('fs store specifics', () => {
   let dir: string;
   beforeEach(async () => {
@@ -80,11 +98,13 @@ describe('fs store specifics', () => {
     await store.put('objects/f/ok.json', Buffer.from('{}'));
     // The key names a folder that is not empty: the rename into place fails.
     await mkdir(join(root, 'objects', 'f', 'taken.json', 'inside'), { recursive: true });
+    const asyncOnly = createFsStore(pathToFileURL(root).href, { syncIoMaxBytes: 0 });
     const openFds = () => readdirSync('/proc/self/fd').length;
     const before = openFds();
     for (let i = 0; i < 10; i++) {
       for (const size of [10, SYNC_IO_MAX_BYTES + 1]) {
         await expect(store.put('objects/f/taken.json', Buffer.alloc(size, 0x20))).rejects.toBeInstanceOf(StoreUnavailableError);
+        await expect(asyncOnly.put('objects/f/taken.json', Buffer.alloc(size, 0x20))).rejects.toBeInstanceOf(StoreUnavailableError);
       }
     }
     expect(openFds()).toBe(before);

@@ -5,10 +5,10 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync, renameSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RejectionError } from '../errors.js';
-import { SYNC_IO_MAX_BYTES, readFd } from '../sync-io.js';
+import { SYNC_IO_MAX_BYTES, closeFd, fstatFd, openFd, readFd } from '../sync-io.js';
 
 export const PROCESSING_DIR = '.processing';
 
@@ -94,13 +94,17 @@ export async function ensureInbox(inboxDir: string): Promise<void> {
   await mkdir(processingDir(inboxDir), { recursive: true });
 }
 
-/** Take INBOX_DIR/<name> into .processing; undefined when it is gone (already processed). */
-export async function claimDrop(inboxDir: string, name: string, claimId: string): Promise<Claim | undefined> {
+/**
+ * Take INBOX_DIR/<name> into .processing; undefined when it is gone (already processed). The
+ * rename is synchronous (a rename within one local folder takes microseconds, a thread-pool hop
+ * more: sync-io.ts) unless `sync` is false (an inbox on a network filesystem).
+ */
+export async function claimDrop(inboxDir: string, name: string, claimId: string, sync = true): Promise<Claim | undefined> {
   if (basename(name) !== name || isIgnoredName(name)) return undefined;
   const path = claimPath(inboxDir, claimId, name);
   try {
-    // Synchronous: a rename within one local folder takes microseconds, a thread-pool hop more (sync-io.ts).
-    renameSync(join(inboxDir, name), path);
+    if (sync) renameSync(join(inboxDir, name), path);
+    else await rename(join(inboxDir, name), path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
@@ -123,14 +127,22 @@ export interface ClaimRead {
  * (the publish step waits there for its memory budget), and the fstat's size and mtime are
  * returned, so no separate lstat is needed to settle a drop written in place.
  */
-export async function readClaim(path: string, maxBytes: number, beforeRead?: (size: number) => Promise<void> | void): Promise<ClaimRead> {
+export async function readClaim(
+  path: string,
+  maxBytes: number,
+  beforeRead?: (size: number) => Promise<void> | void,
+  syncIoMaxBytes: number = SYNC_IO_MAX_BYTES,
+): Promise<ClaimRead> {
   // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
   // O_NONBLOCK: opening a FIFO does not wait for a writer.
-  // The open, fstat and close are synchronous (microseconds on a local folder, sync-io.ts), and so
-  // is the read of a drop up to SYNC_IO_MAX_BYTES; bigger drops are read on the thread pool.
+  // With synchronous I/O on (syncIoMaxBytes > 0) the open, fstat and close are synchronous
+  // (microseconds on a local folder, sync-io.ts), and so is the read of a drop up to
+  // syncIoMaxBytes; bigger drops are read on the thread pool.
+  const syncOk = syncIoMaxBytes > 0;
+  const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = syncOk ? openSync(path, flags) : await openFd(path, flags);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ELOOP' || code === 'EMLINK') throw new RejectionError('unknown_filename', 'a symbolic link, not a regular file');
@@ -138,13 +150,13 @@ export async function readClaim(path: string, maxBytes: number, beforeRead?: (si
     throw err;
   }
   try {
-    const st = fstatSync(fd);
+    const st = syncOk ? fstatSync(fd) : await fstatFd(fd);
     if (!st.isFile()) throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
     await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
     const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);
-    const small = st.size <= SYNC_IO_MAX_BYTES;
+    const small = syncOk && st.size <= syncIoMaxBytes;
     let filled = 0;
     for (;;) {
       const n = small ? readSync(fd, buf, filled, buf.length - filled, filled) : await readFd(fd, buf, filled, buf.length - filled, filled);
@@ -155,6 +167,7 @@ export async function readClaim(path: string, maxBytes: number, beforeRead?: (si
     if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
     return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs };
   } finally {
-    closeSync(fd);
+    if (syncOk) closeSync(fd);
+    else await closeFd(fd);
   }
 }

@@ -218,7 +218,7 @@ async function readSettled<T>(
     // Size and mtime as they were before the read: the open claim's fstat (readClaim).
     let before: { size: number; mtimeMs: number } | undefined;
     try {
-      const read = await readClaim(path, config.limits.maxFileBytes, beforeRead);
+      const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes);
       before = read;
       return validate(read.bytes);
     } catch (err) {

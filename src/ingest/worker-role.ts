@@ -76,6 +76,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         inboxDir: config.inboxDir,
         concurrency: config.ingest.concurrency,
         lockDurationMs: config.ingest.lockDurationMs,
+        syncIo: config.ingest.syncIoMaxBytes > 0,
         publish,
         log,
         // A newer drop may have landed while this one was processed from an older claim.

@@ -21,6 +21,8 @@ export interface WorkerDeps {
   readonly lockDurationMs: number;
   readonly publish: Publisher;
   readonly log: Logger;
+  /** Claim with a synchronous rename (default; false for an inbox on a network filesystem: `ingest.sync_io_max_bytes: 0`). */
+  readonly syncIo?: boolean;
   /** Called after every settled drop (metrics, follow-up enqueue). */
   readonly onSettled?: (result: DropResult, job: Job<IngestJobData, IngestResult>) => void | Promise<void>;
 }
@@ -29,7 +31,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
   const processor = async (job: Job<IngestJobData, IngestResult>): Promise<IngestResult> => {
     const t0 = performance.now();
     const { name, receivedAt, claimId: given } = job.data;
-    const claim = await takeClaim(deps.inboxDir, job, name, given);
+    const claim = await takeClaim(deps.inboxDir, job, name, given, deps.syncIo ?? true);
     if (!claim) return { outcome: 'gone', filename: name };
     const claimMs = Math.round((performance.now() - t0) * 100) / 100;
 
@@ -111,14 +113,20 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
  * claims again only when there is none: it must never take a newer drop waiting in the inbox
  * over the claim an earlier run made.
  */
-async function takeClaim(inboxDir: string, job: Job<IngestJobData, IngestResult>, name: string, given: string | undefined): Promise<Claim | undefined> {
+async function takeClaim(
+  inboxDir: string,
+  job: Job<IngestJobData, IngestResult>,
+  name: string,
+  given: string | undefined,
+  syncIo: boolean,
+): Promise<Claim | undefined> {
   const claimId = given ?? dropClaimId(job.id!, job.timestamp);
   const existing: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name) };
   if (given) return (await exists(existing.path)) ? existing : undefined;
   if (isFirstStart(job)) {
-    return (await claimDrop(inboxDir, name, claimId)) ?? ((await exists(existing.path)) ? existing : undefined);
+    return (await claimDrop(inboxDir, name, claimId, syncIo)) ?? ((await exists(existing.path)) ? existing : undefined);
   }
-  return (await exists(existing.path)) ? existing : claimDrop(inboxDir, name, claimId);
+  return (await exists(existing.path)) ? existing : claimDrop(inboxDir, name, claimId, syncIo);
 }
 
 /** Unknown (no attemptsStarted) counts as a restart: the careful path. */

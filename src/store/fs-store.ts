@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, renameSync } from 'node:fs';
-import { mkdir, open, readFile, readdir, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StoreNotFoundError, StoreUnavailableError } from '../errors.js';
@@ -13,9 +13,15 @@ const TMP_DIR = '.tmp';
  * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
  * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
  * The folders it made are remembered (no mkdir per put); one removed meanwhile is made again.
- * Objects up to SYNC_IO_MAX_BYTES are written with synchronous calls but for the two fsyncs.
+ * Objects up to `syncIoMaxBytes` are written with synchronous calls but for the two fsyncs.
  */
-export function createFsStore(url: string): Store {
+export interface FsStoreOptions {
+  /** Objects up to this size are written with synchronous calls but for the fsyncs (sync-io.ts); 0: none. */
+  readonly syncIoMaxBytes?: number;
+}
+
+export function createFsStore(url: string, options: FsStoreOptions = {}): Store {
+  const syncIoMaxBytes = options.syncIoMaxBytes ?? SYNC_IO_MAX_BYTES;
   const root = fileURLToPath(url);
   const tmpRoot = join(root, TMP_DIR);
   let ready: Promise<void> | undefined;
@@ -74,7 +80,7 @@ export function createFsStore(url: string): Store {
         if (!made.has(dir)) await makeDir(dir);
         // Small objects: open, write, close and rename synchronously, only the fsyncs on the
         // thread pool (sync-io.ts: two hops instead of eight).
-        const small = bytes.length <= SYNC_IO_MAX_BYTES;
+        const small = syncIoMaxBytes > 0 && bytes.length <= syncIoMaxBytes;
         let fh: FileHandle | number;
         try {
           fh = small ? openSync(tmp, 'w', 0o644) : await open(tmp, 'w', 0o644);
@@ -100,15 +106,16 @@ export function createFsStore(url: string): Store {
             await fh.close();
           }
         }
+        const move = () => (small ? renameSync(tmp, target) : rename(tmp, target));
         try {
-          renameSync(tmp, target);
+          await move();
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
           made.delete(dir);
           await makeDir(dir);
-          renameSync(tmp, target);
+          await move();
         }
-        await fsyncDir(dir);
+        await fsyncDir(dir, small);
       } catch (err) {
         await rm(tmp, { force: true }).catch(() => undefined);
         wrap(`put ${key}`, err);
@@ -165,7 +172,16 @@ export function createFsStore(url: string): Store {
   };
 }
 
-async function fsyncDir(dir: string): Promise<void> {
+async function fsyncDir(dir: string, sync: boolean): Promise<void> {
+  if (!sync) {
+    const fh = await open(dir, 'r');
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    return;
+  }
   const fd = openSync(dir, 'r');
   try {
     await fsyncFd(fd);
