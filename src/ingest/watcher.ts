@@ -9,7 +9,7 @@
  * A periodic rescan catches what inotify dropped (it drops events silently on queue overflow) and
  * re-queues claims in .processing whose job was lost (a crash, a Redis restart).
  */
-import { watch as fsWatch, type FSWatcher as FsWatcher } from 'node:fs';
+import { lstatSync, watch as fsWatch, type FSWatcher as FsWatcher } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { watch as chokidarWatch, type FSWatcher as ChokidarWatcher } from 'chokidar';
@@ -58,13 +58,19 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
   };
 
   // One event per name that appeared or changed; a claim's rename out of the inbox fires one too,
-  // so only names that exist are queued (one lstat, on the thread pool).
+  // so only names that exist are queued: one lstat, synchronous (kernel events mean a local
+  // folder, where it takes microseconds and a thread-pool hop more: src/sync-io.ts).
   const onName = (name: string) => {
     if (isIgnoredName(name)) return;
-    void lstat(join(inbox, name)).then(
-      (st) => (st.isDirectory() ? folder(name) : queueDrop(name)),
-      () => undefined,
-    );
+    let st;
+    try {
+      st = lstatSync(join(inbox, name), { throwIfNoEntry: false });
+    } catch {
+      return; // unreadable: the rescan retries it
+    }
+    if (!st) return;
+    if (st.isDirectory()) folder(name);
+    else void queueDrop(name);
   };
 
   let kernel: FsWatcher | undefined;
