@@ -9,17 +9,17 @@ import { assertValidKey, type Store } from './store.js';
 
 const TMP_DIR = '.tmp';
 
+export interface FsStoreOptions {
+  /** Objects up to this size are written with synchronous calls but for the fsyncs (sync-io.ts); 0: none. */
+  readonly syncIoMaxBytes?: number;
+}
+
 /**
  * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
  * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
  * The folders it made are remembered (no mkdir per put); one removed meanwhile is made again.
  * Objects up to `syncIoMaxBytes` are written with synchronous calls but for the two fsyncs.
  */
-export interface FsStoreOptions {
-  /** Objects up to this size are written with synchronous calls but for the fsyncs (sync-io.ts); 0: none. */
-  readonly syncIoMaxBytes?: number;
-}
-
 export function createFsStore(url: string, options: FsStoreOptions = {}): Store {
   const syncIoMaxBytes = options.syncIoMaxBytes ?? SYNC_IO_MAX_BYTES;
   const root = fileURLToPath(url);
