@@ -47,6 +47,14 @@ async function runCleanups(): Promise<void> {
 
 /** Run a benchmark's main with clean-up on success, failure and SIGINT/SIGTERM. */
 export function runMain(main: () => Promise<void>): void {
+  // `--help`: the usage lines of the bench's own header comment, and nothing is run (a bench
+  // started by mistake would rewrite its block of docs/BENCHMARKS.md).
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    const lines = readFileSync(process.argv[1]!, 'utf8').split('\n');
+    const usage = lines.filter((l) => /^ \*\s+npx tsx bench\//.test(l)).map((l) => l.replace(/^ \*\s+/, '  '));
+    process.stdout.write(`${usage.join('\n') || '  (no usage lines: see the comment at the top of the file)'}\n`);
+    return;
+  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) process.exit(130);

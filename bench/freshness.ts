@@ -3,7 +3,7 @@
  * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
  * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
  *
- *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--no-doc]
+ *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--no-doc]
  *
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
  * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
