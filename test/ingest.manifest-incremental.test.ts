@@ -198,6 +198,43 @@ describe('the manifest writer, incrementally', () => {
     b.close();
   });
 
+  it('a writer whose older snapshot lands over a newer manifest writes the newer one again', async () => {
+    // The race of the test above, made certain: B reads the catalog at seq 1 and its write is held;
+    // A commits seq 2, writes its manifest and removes its claim; then B's older manifest lands.
+    const { store, catalog, otherCatalog, publish, expectMirrors, manifest } = await setup();
+    let release: () => void = () => undefined;
+    let held: Promise<void> | undefined;
+    const gatedStore: Store = {
+      ...store,
+      put: async (key, bytes, type) => {
+        if (key === MANIFEST_KEY && held) {
+          const gate = held;
+          held = undefined;
+          await gate;
+        }
+        return store.put(key, bytes, type);
+      },
+    };
+    const a = createManifestWriter({ catalog, store, log, coalesceMs: 5, checkEveryMs: 600_000 });
+    const b = createManifestWriter({ catalog: otherCatalog, store: gatedStore, log, coalesceMs: 5, checkEveryMs: 600_000 });
+    await Promise.all([a.flush(), b.flush()]);
+    held = new Promise<void>((r) => (release = r));
+    const first = await publish('site_live_b1.json', otherCatalog);
+    b.committed(first.result.seq, first.entry.filename, first.result.evicted, first.claim, first.entry);
+    const bDone = b.flush();
+    await waitFor(() => held === undefined, 5000, "B's manifest write held");
+    const second = await publish('site_live_a2.json', catalog);
+    a.committed(second.result.seq, second.entry.filename, second.result.evicted, second.claim, second.entry);
+    await a.flush();
+    expect((await manifest()).seq).toBe(second.result.seq);
+    expect(existsSync(second.claim)).toBe(false);
+    release();
+    await bDone;
+    await expectMirrors();
+    a.close();
+    b.close();
+  });
+
   it('sizes its window by what a write costs: fast writes keep the base window, slow ones widen it', async () => {
     const { store, catalog, publish, expectMirrors, counts, slowManifest } = await setup();
     const w = createManifestWriter({ catalog, store, log, coalesceMs: 20, maxCoalesceMs: 400, checkEveryMs: 600_000 });

@@ -29,8 +29,9 @@
  * - The manifest is written from a whole catalog snapshot: the catalog exactly as it was at one seq
  *   (read just before the write), either re-read or the previous one plus every commit since, all
  *   of them this process's own. Two processes may race (one writes an older snapshot over a newer
- *   one): the writer that saw the catalog move during its write reads the manifest back and writes
- *   again if its own commits are missing.
+ *   one): the writer that saw the catalog move during its write reads the manifest back and, if it
+ *   is behind the catalog, writes the catalog as it is now (the newer manifest it may have covered
+ *   over was written by a process that removed its claims and will not look again).
  * - An evicted version is deleted only once a manifest newer than its eviction is in the store, so
  *   a reader that starts from the manifest (Redis away) never finds it naming a deleted object. A
  *   crash before that leaves the old object behind (garbage), never a dangling manifest.
@@ -206,8 +207,10 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
         // Unless asked to look (start, period, a raced write), trust what this process wrote.
         if (all || verify || seq > written) {
           const stored = (await readManifest(store))?.seq ?? -1;
-          // Behind the catalog: whoever committed died before writing it (or is about to).
-          if ((all || checked.length > 0) && stored < seq && seq > own) own = seq;
+          // Behind the catalog: whoever committed died before writing it (or is about to). After
+          // a raced write (verify) it may be our older snapshot that landed over a newer manifest
+          // whose writer has already removed its claims and will not look again: take over too.
+          if ((all || verify || checked.length > 0) && stored < seq && seq > own) own = seq;
           written = stored;
           // Ahead of the catalog: the catalog was started afresh (Redis lost its data). The
           // manifest is left as it is until this process publishes; then it mirrors the catalog.
