@@ -208,9 +208,11 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
         if (all || verify || seq > written) {
           const stored = (await readManifest(store))?.seq ?? -1;
           // Behind the catalog: whoever committed died before writing it (or is about to). After
-          // a raced write (verify) it may be our older snapshot that landed over a newer manifest
-          // whose writer has already removed its claims and will not look again: take over too.
-          if ((all || verify || checked.length > 0) && stored < seq && seq > own) own = seq;
+          // a raced write (verify) whose snapshot is still the one in the store, ours may have
+          // landed over a newer manifest whose writer has removed its claims and will not look
+          // again: take over too. (A newer manifest in the store is its writer's to verify.)
+          const oursLanded = verify && stored === written;
+          if ((all || oursLanded || checked.length > 0) && stored < seq && seq > own) own = seq;
           written = stored;
           // Ahead of the catalog: the catalog was started afresh (Redis lost its data). The
           // manifest is left as it is until this process publishes; then it mirrors the catalog.
