@@ -14,34 +14,30 @@
  * On a network filesystem every call is a round trip that would block the event loop:
  * `ingest.sync_io_max_bytes: 0` sends every file call to the thread pool again.
  */
-import { close, fstat, fsync, open, read, writeSync, type Stats } from 'node:fs';
+import { close, fstat, fsync, open, read, write, writeSync } from 'node:fs';
+import { promisify } from 'node:util';
 
 /** Up to this many bytes, a claimed drop is read and a store object written synchronously (`ingest.sync_io_max_bytes`). */
 export const SYNC_IO_MAX_BYTES = 256 * 1024;
 
 /** fsync(fd) on the thread pool: the one wait for the disk. */
-export function fsyncFd(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
-}
+export const fsyncFd = promisify(fsync);
 
-/** open / fstat / close on the thread pool, for when synchronous calls are off (`ingest.sync_io_max_bytes: 0`). */
-export function openFd(path: string, flags: number): Promise<number> {
-  return new Promise((resolve, reject) => open(path, flags, (err, fd) => (err ? reject(err) : resolve(fd))));
-}
-export function fstatFd(fd: number): Promise<Stats> {
-  return new Promise((resolve, reject) => fstat(fd, (err, st) => (err ? reject(err) : resolve(st))));
-}
-export function closeFd(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => close(fd, (err) => (err ? reject(err) : resolve())));
-}
-
-/** read(fd) on the thread pool (files over the synchronous limit). */
-export function readFd(fd: number, buf: Buffer, offset: number, length: number, position: number): Promise<number> {
-  return new Promise((resolve, reject) => read(fd, buf, offset, length, position, (err, n) => (err ? reject(err) : resolve(n))));
-}
+/** The same calls on the thread pool: files over the limit, or every file with the limit at 0. */
+export const openFd = promisify(open);
+export const fstatFd = promisify(fstat);
+export const closeFd = promisify(close);
+export const readFd = promisify(read);
+const writeFd = promisify(write);
 
 /** Write all of `bytes` at the current position (a short write is continued, as fs.writeFile does). */
 export function writeAllSync(fd: number, bytes: Buffer): void {
   let done = 0;
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/** writeAllSync on the thread pool. */
+export async function writeAllFd(fd: number, bytes: Buffer): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) done += (await writeFd(fd, bytes, done, bytes.length - done)).bytesWritten;
 }

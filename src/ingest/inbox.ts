@@ -159,7 +159,8 @@ export async function readClaim(
     const small = syncOk && st.size <= syncIoMaxBytes;
     let filled = 0;
     for (;;) {
-      const n = small ? readSync(fd, buf, filled, buf.length - filled, filled) : await readFd(fd, buf, filled, buf.length - filled, filled);
+      const length = buf.length - filled;
+      const n = small ? readSync(fd, buf, filled, length, filled) : (await readFd(fd, buf, filled, length, filled)).bytesRead;
       if (n === 0) break;
       filled += n;
       if (filled === buf.length) break;

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, renameSync } from 'node:fs';
-import { mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StoreNotFoundError, StoreUnavailableError } from '../errors.js';
-import { SYNC_IO_MAX_BYTES, fsyncFd, writeAllSync } from '../sync-io.js';
+import { SYNC_IO_MAX_BYTES, closeFd, fsyncFd, openFd, writeAllFd, writeAllSync } from '../sync-io.js';
 import { assertValidKey, type Store } from './store.js';
 
 const TMP_DIR = '.tmp';
@@ -81,30 +81,24 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
         // Small objects: open, write, close and rename synchronously, only the fsyncs on the
         // thread pool (sync-io.ts: two hops instead of eight).
         const small = syncIoMaxBytes > 0 && bytes.length <= syncIoMaxBytes;
-        let fh: FileHandle | number;
+        // (No `await` on the synchronous open: the write happens within this call, see publish.ts.)
+        let fd: number;
         try {
-          fh = small ? openSync(tmp, 'w', 0o644) : await open(tmp, 'w', 0o644);
+          fd = small ? openSync(tmp, 'w', 0o644) : await openFd(tmp, 'w', 0o644);
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
           ready = undefined;
           initialized = false;
           await init();
-          fh = small ? openSync(tmp, 'w', 0o644) : await open(tmp, 'w', 0o644);
+          fd = small ? openSync(tmp, 'w', 0o644) : await openFd(tmp, 'w', 0o644);
         }
-        if (typeof fh === 'number') {
-          try {
-            writeAllSync(fh, bytes);
-            await fsyncFd(fh);
-          } finally {
-            closeSync(fh);
-          }
-        } else {
-          try {
-            await fh.writeFile(bytes);
-            await fh.sync();
-          } finally {
-            await fh.close();
-          }
+        try {
+          if (small) writeAllSync(fd, bytes);
+          else await writeAllFd(fd, bytes);
+          await fsyncFd(fd);
+        } finally {
+          if (small) closeSync(fd);
+          else await closeFd(fd);
         }
         const move = () => (small ? renameSync(tmp, target) : rename(tmp, target));
         try {
@@ -173,19 +167,11 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
 }
 
 async function fsyncDir(dir: string, sync: boolean): Promise<void> {
-  if (!sync) {
-    const fh = await open(dir, 'r');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    return;
-  }
-  const fd = openSync(dir, 'r');
+  const fd = sync ? openSync(dir, 'r') : await openFd(dir, 'r');
   try {
     await fsyncFd(fd);
   } finally {
-    closeSync(fd);
+    if (sync) closeSync(fd);
+    else await closeFd(fd);
   }
 }
