@@ -210,13 +210,23 @@ const CLK_TCK = Number(tryRun('getconf', ['CLK_TCK']) ?? 100) || 100;
 
 /** User + system CPU time of a process (all its threads), ms; NaN once it is gone. */
 export function cpuMs(pid: number): number {
+  const { user, system } = cpuSplitMs(pid);
+  return user + system;
+}
+
+/**
+ * CPU time of a process so far, ms, split into user space (JavaScript, V8, Node's C++, libuv)
+ * and the kernel (system calls: the socket writes, and on loopback the receiving side's TCP work
+ * and the wake-up of the client, done in the sender's call). NaN when the process is gone.
+ */
+export function cpuSplitMs(pid: number): { user: number; system: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+    return { user: (Number(fields[11]) * 1000) / CLK_TCK, system: (Number(fields[12]) * 1000) / CLK_TCK };
   } catch {
-    return Number.NaN;
+    return { user: Number.NaN, system: Number.NaN };
   }
 }
 

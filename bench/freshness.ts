@@ -3,7 +3,7 @@
  * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
  * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
  *
- *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--no-doc]
+ *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--concurrency N] [--env NAME=VALUE]... [--no-doc]
  *
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
  * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
@@ -64,7 +64,17 @@ const WRITE_DOC = !args.includes('--no-doc');
 const POLL_GAP_MS = opt('poll-gap-ms', 0);
 /** `ingest.carry_max_bytes` of the oddsfiles systems (default: the service's own; 0 turns carrying off). */
 const CARRY_MAX_BYTES = args.includes('--carry-max-bytes') ? opt('carry-max-bytes', 0) : undefined;
-const SYSTEM_CONFIG = CARRY_MAX_BYTES === undefined ? undefined : { ingest: { carry_max_bytes: CARRY_MAX_BYTES } };
+/** `ingest.concurrency` of the oddsfiles systems (default: the service's own). */
+const CONCURRENCY = args.includes('--concurrency') ? opt('concurrency', 4) : undefined;
+const INGEST_CONFIG = {
+  ...(CARRY_MAX_BYTES === undefined ? {} : { carry_max_bytes: CARRY_MAX_BYTES }),
+  ...(CONCURRENCY === undefined ? {} : { concurrency: CONCURRENCY }),
+};
+const SYSTEM_CONFIG = Object.keys(INGEST_CONFIG).length === 0 ? undefined : { ingest: INGEST_CONFIG };
+/** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8). */
+const EXTRA_ENV: Record<string, string> = Object.fromEntries(
+  args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [args[i + 1]!.split(/=(.*)/s).slice(0, 2) as [string, string]] : [])),
+);
 /** `--store s3`: the oddsfiles systems publish to an S3 API (s3rver, started here) instead of the filesystem; the bare reference stays on the filesystem. */
 const STORE = args.includes('--store') ? args[args.indexOf('--store') + 1]! : 'fs';
 if (STORE !== 'fs' && STORE !== 's3') throw new Error(`--store fs|s3, not ${STORE}`);
@@ -109,7 +119,7 @@ async function main(): Promise<void> {
   if (s3) onCleanup(() => s3.stop());
   /** Each system under its own prefix of the one bucket. */
   const storeEnv = (label: string) => (s3 ? { ...s3.env, STORE_URL: `s3://${s3.bucket}/${label}` } : undefined);
-  const systemOptions = (label: string) => ({ ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}), ...(s3 ? { env: storeEnv(label) } : {}) });
+  const systemOptions = (label: string) => ({ ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}), env: { ...(s3 ? storeEnv(label) : {}), ...EXTRA_ENV } });
   const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single', ...systemOptions('fresh-single') });
   const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split', ...systemOptions('fresh-split') });
   const bare = await BareSystem.start('fresh-bare');

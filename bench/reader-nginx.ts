@@ -17,7 +17,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import {
-  cpuMs,
+  cpuSplitMs,
   fmtInt,
   fmtX,
   freePort,
@@ -55,6 +55,8 @@ interface Load {
   mbps: number;
   /** Server CPU per request, µs (user + system of its processes). */
   cpuUs: number;
+  /** Of which in the kernel (system time), µs. */
+  sysUs: number;
 }
 
 interface Server {
@@ -175,7 +177,7 @@ async function main(): Promise<void> {
         fmtInt(rps),
         isRef ? '1.00×' : nginxBin ? (deployed ? `**${fmtX(ratio)}**` : fmtX(ratio)) : 'nginx skipped',
         med(srv.name, 'p99ms').toFixed(1),
-        fmtInt(med(srv.name, 'cpuUs')),
+        `${fmtInt(med(srv.name, 'cpuUs'))} (${fmtInt(med(srv.name, 'sysUs'))})`,
         deployed ? (s.target === undefined ? '(information)' : nginxBin ? (ratio >= s.target ? 'met' : '**missed**') : 'not measured') : '',
       ]);
     }
@@ -194,7 +196,7 @@ async function main(): Promise<void> {
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
-    table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
+    table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
   ].join('\n');
   process.stdout.write(`\n${out}\n`);
   if (WRITE_DOC) await writeDocSection('reader-nginx', out);
@@ -321,7 +323,8 @@ http {
 
 async function load(wrkBin: string | undefined, srv: Server, s: Scenario, key: string, seconds: number): Promise<Load> {
   const pids = srv.pids();
-  const cpu0 = pids.reduce((a, p) => a + cpuMs(p), 0);
+  const split = () => pids.map(cpuSplitMs).reduce((a, c) => ({ user: a.user + c.user, system: a.system + c.system }), { user: 0, system: 0 });
+  const cpu0 = split();
   const headers = { 'x-api-key': key, ...s.headers };
   let result: { rps: number; p99ms: number; mbps: number; requests: number };
   if (wrkBin) {
@@ -349,8 +352,15 @@ async function load(wrkBin: string | undefined, srv: Server, s: Scenario, key: s
     if (r.non2xx + r.errors + r.timeouts > 0) throw new Error(`${s.name} at ${srv.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
     result = { rps: r.requests.average, p99ms: r.latency.p99, mbps: r.throughput.average / 1e6, requests: r.requests.total };
   }
-  const cpu = pids.reduce((a, p) => a + cpuMs(p), 0) - cpu0;
-  return { rps: result.rps, p99ms: result.p99ms, mbps: result.mbps, cpuUs: (cpu * 1000) / result.requests };
+  const cpu1 = split();
+  const perRequest = (ms: number) => (ms * 1000) / result.requests;
+  return {
+    rps: result.rps,
+    p99ms: result.p99ms,
+    mbps: result.mbps,
+    cpuUs: perRequest(cpu1.user - cpu0.user + cpu1.system - cpu0.system),
+    sysUs: perRequest(cpu1.system - cpu0.system),
+  };
 }
 
 runMain(main);

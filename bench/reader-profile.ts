@@ -13,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
+  cpuSplitMs,
   fmtInt,
   freePort,
   log,
@@ -72,9 +73,11 @@ async function main(): Promise<void> {
   const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
   const headers = ['-H', `x-api-key: ${sys.key}`, ...(PATH === 'gzip' ? ['-H', 'accept-encoding: gzip'] : [])];
   spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d2s', ...headers, `${base}${target}`]); // warm-up (JIT)
+  const cpu0 = cpuSplitMs(reader.pid);
   const run = spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers, `${base}${target}`], { encoding: 'utf8' });
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(run.stdout)?.[1]);
   const requests = Number(/(\d+) requests in/.exec(run.stdout)?.[1]);
+  const cpu1 = cpuSplitMs(reader.pid);
   await reader.stop();
 
   const file = (await readdir(profDir)).find((f) => f.endsWith('.cpuprofile'));
@@ -84,6 +87,14 @@ async function main(): Promise<void> {
   const perRequest = (ms: number) => ((ms * 1000) / (requests || 1)).toFixed(1);
   const rows = (list: [string, number][]) => list.map(([k, ms]) => [k, `${((ms / busyMs) * 100).toFixed(1)} %`, perRequest(ms)]);
   process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''}: ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections; ${(busyMs / 1000).toFixed(2)} s of CPU in the profile, ~${perRequest(busyMs)} µs per request\n\n`);
+  // The kernel's share from /proc, measured over the wrk run alone: the V8 profile cannot tell it
+  // apart (a sample taken in a system call is charged to the native function that made it, and
+  // samples are delivered late, at the call's return, so that function is over-counted).
+  const userUs = ((cpu1.user - cpu0.user) * 1000) / (requests || 1);
+  const sysUs = ((cpu1.system - cpu0.system) * 1000) / (requests || 1);
+  process.stdout.write(
+    `CPU of the reader over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel. The profile below over-counts the native function of a system call (writev above all); for the kernel side use Linux perf: \`perf record -g -p PID\` with the reader started under \`--perf-basic-prof\` (docs/BENCHMARKS.md, reader section).\n\n`,
+  );
   process.stdout.write(table(['package / module', 'self', 'µs / request'], rows(groups.slice(0, 20))));
   process.stdout.write('\n');
   process.stdout.write(table(['function', 'self', 'µs / request'], rows(functions)));
