@@ -13,6 +13,8 @@ import { schemaPath } from './paths.js';
 
 export type FeedFamily = 'split' | 'combined-live' | 'livepre';
 export type FeedKind = 'live' | 'pregame' | 'livepre';
+/** Which requests the reader logs a line for (`reader.request_log`). */
+export type RequestLogMode = 'all' | 'errors' | 'off';
 
 export interface Bookmaker {
   /** Company key, used in filenames. */
@@ -113,6 +115,11 @@ export interface Config {
     readonly refreshMs: number;
     readonly trustProxy: boolean | string | number;
     readonly authFailures: Rate;
+    /**
+     * The per-request log line: `all` (one per request), `errors` (only responses of 400 and up),
+     * `off` (none; failed requests are still logged as errors). See src/reader/request-log.ts.
+     */
+    readonly requestLog: RequestLogMode;
   };
 }
 
@@ -147,7 +154,7 @@ export const DEFAULT_FILE_CONFIG = {
     carry_bytes_per_second: 16_777_216,
     sync_io_max_bytes: 262_144,
   },
-  reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' } },
+  reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' }, request_log: 'all' as RequestLogMode },
 } as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -376,6 +383,7 @@ function buildConfig(
       refreshMs: dur(f.reader.refresh),
       trustProxy: f.reader.trust_proxy,
       authFailures: { max: f.reader.auth_failures.max, perMs: dur(f.reader.auth_failures.per) },
+      requestLog: f.reader.request_log,
     },
   };
 }
@@ -447,5 +455,6 @@ interface FileShape {
     refresh: string;
     trust_proxy: boolean | string | number;
     auth_failures: { max: number; per: string };
+    request_log: RequestLogMode;
   };
 }

@@ -214,6 +214,18 @@ describe('the config file', () => {
     expect(configError().message).toContain('sync_io_max_bytes');
   });
 
+  it('reader.request_log: all by default, errors and off allowed, anything else refused; merged with the other reader settings', async () => {
+    expect(load().reader.requestLog).toBe('all');
+    await yaml('reader: { request_log: errors }\n');
+    const c = load();
+    expect(c.reader.requestLog).toBe('errors');
+    expect(c.reader.refreshMs).toBe(30_000);
+    await yaml('reader: { request_log: off }\n');
+    expect(load().reader.requestLog).toBe('off');
+    await yaml('reader: { request_log: sometimes }\n');
+    expect(configError().message).toContain('request_log');
+  });
+
   it('ODDSFILES_CONFIG names the file (relative to the working folder) and wins over ./oddsfiles.yaml', async () => {
     await yaml('limits: { future_skew: 1m }\n');
     const path = await yaml('limits: { future_skew: 10s }\n', 'etc/odds.yaml');

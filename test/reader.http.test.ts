@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import type { LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpProblem } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
@@ -406,6 +406,59 @@ describe('keys never leak', () => {
     expect(fx.logLines.some((l) => /incoming request|request completed/.test(l))).toBe(false);
     for (const key of Object.values(keys)) {
       for (const line of fx.logLines) expect(line).not.toContain(key);
+    }
+  });
+
+  it('reader.request_log: "errors" logs only responses of 400 and up, "off" none, and a failure is logged either way', async () => {
+    const boom = (app: FastifyInstance) => {
+      app.get('/boom', () => {
+        throw new Error('kaput');
+      });
+    };
+    const requestLines = async (instance: ReaderInstance, url: string, headers: Record<string, string> = {}) => {
+      const before = fx.logLines.length;
+      const res = await instance.app.inject({ method: 'GET', url, headers });
+      const added = fx.logLines.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>);
+      return { status: res.statusCode, lines: added.filter((l) => l.msg === 'request'), errors: added.filter((l) => Number(l.level) >= 50) };
+    };
+    const errorsOnly = await fx.start({ reader: { requestLog: 'errors' }, register: boom });
+    const off = await fx.start({ reader: { requestLog: 'off' }, register: boom });
+    try {
+      await errorsOnly.state.ready;
+      await off.state.ready;
+      const ok = await requestLines(errorsOnly, '/v1/files', { 'x-api-key': keys.pro });
+      expect(ok.status).toBe(200);
+      expect(ok.lines).toHaveLength(0);
+      const notModified = await requestLines(errorsOnly, '/v1/files', { 'x-api-key': keys.pro, 'if-none-match': '*' });
+      expect(notModified.status).toBe(304);
+      expect(notModified.lines).toHaveLength(0);
+      for (const [url, headers, status] of [
+        ['/v1/files', {}, 401],
+        [`/v1/data/${LIVE}`, { 'x-api-key': keys.free }, 403],
+        ['/nowhere', {}, 404],
+      ] as const) {
+        const r = await requestLines(errorsOnly, url, headers);
+        expect(r.status).toBe(status);
+        expect(r.lines.map((l) => [l.url, l.status])).toEqual([[url, status]]);
+      }
+      for (const [url, headers, status] of [
+        ['/v1/files', { 'x-api-key': keys.pro }, 200],
+        ['/v1/files', {}, 401],
+        ['/nowhere', {}, 404],
+      ] as const) {
+        const r = await requestLines(off, url, headers);
+        expect(r.status).toBe(status);
+        expect(r.lines).toHaveLength(0);
+      }
+      for (const instance of [errorsOnly, off]) {
+        const failed = await requestLines(instance, '/boom');
+        expect(failed.status).toBe(500);
+        expect(failed.errors.length).toBeGreaterThan(0);
+        expect(JSON.stringify(failed.errors)).toContain('kaput');
+      }
+    } finally {
+      await errorsOnly.close();
+      await off.close();
     }
   });
 

@@ -108,7 +108,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   const tls = config.http.tls;
   const app = fastify({
     loggerInstance: log,
-    logController: new ReaderLogController(),
+    logController: new ReaderLogController(config.reader.requestLog),
     // No child logger per request (a measurable cost at this request rate): the one request
     // line and error lines carry reqId themselves.
     childLoggerFactory: (logger: FastifyBaseLogger) => logger,

@@ -52,7 +52,15 @@ export interface ReaderFixture {
   /** publish, with the bytes carried ahead of the commit as a worker does (src/catalog/carried.ts): the whole result. */
   publishCarried(filename: string, doc: unknown): Promise<CommitResult & { bytes: Buffer; carriedTo: number }>;
   syncManifest(): Promise<void>;
-  start(options?: { rateLimit?: RateLimitCheck; redisUrl?: string; store?: Store; register?: (app: FastifyInstance) => void | Promise<void>; carried?: boolean }): Promise<ReaderInstance>;
+  start(options?: {
+    rateLimit?: RateLimitCheck;
+    redisUrl?: string;
+    store?: Store;
+    register?: (app: FastifyInstance) => void | Promise<void>;
+    carried?: boolean;
+    /** Overrides of the reader's settings (config.reader) for this instance. */
+    reader?: Partial<Config['reader']>;
+  }): Promise<ReaderInstance>;
   cleanup(): Promise<void>;
 }
 
@@ -120,7 +128,8 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
       const subscriber = connect('subscriber', url);
       const readerStore = options.store ?? store;
       const state = await createReaderState({ config, redis: client, subscriber, store: readerStore, catalog: createCatalog(client, keys), log, registry, carried: options.carried ?? true });
-      const app = await buildReaderApp({ config, redis: client, store: readerStore, log, state, rateLimit: options.rateLimit, register: options.register });
+      const appConfig: Config = options.reader ? { ...config, reader: { ...config.reader, ...options.reader } } : config;
+      const app = await buildReaderApp({ config: appConfig, redis: client, store: readerStore, log, state, rateLimit: options.rateLimit, register: options.register });
       const instance: ReaderInstance = {
         app,
         state,
