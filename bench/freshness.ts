@@ -3,7 +3,7 @@
  * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
  * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
  *
- *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--concurrency N] [--env NAME=VALUE]... [--no-doc]
+ *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--concurrency N] [--env NAME=VALUE]... [--variant-concurrency N] [--variant-env NAME=VALUE]... [--no-doc]
  *
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
  * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
@@ -71,10 +71,19 @@ const INGEST_CONFIG = {
   ...(CONCURRENCY === undefined ? {} : { concurrency: CONCURRENCY }),
 };
 const SYSTEM_CONFIG = Object.keys(INGEST_CONFIG).length === 0 ? undefined : { ingest: INGEST_CONFIG };
+/** `--FLAG NAME=VALUE` (repeatable) as an environment. */
+const envArgs = (flag: string): Record<string, string> =>
+  Object.fromEntries(args.flatMap((a, i) => (a === flag && args[i + 1]?.includes('=') ? [args[i + 1]!.split(/=(.*)/s).slice(0, 2) as [string, string]] : [])));
 /** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8). */
-const EXTRA_ENV: Record<string, string> = Object.fromEntries(
-  args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [args[i + 1]!.split(/=(.*)/s).slice(0, 2) as [string, string]] : [])),
-);
+const EXTRA_ENV = envArgs('--env');
+/**
+ * `--variant-concurrency N` and/or `--variant-env NAME=VALUE`: a fourth system, one process per
+ * role like the third but with that `ingest.concurrency` and environment, measured in the same
+ * interleaved blocks: an A/B of a setting within one run.
+ */
+const VARIANT_CONCURRENCY = args.includes('--variant-concurrency') ? opt('variant-concurrency', 4) : undefined;
+const VARIANT_ENV = envArgs('--variant-env');
+const VARIANT = VARIANT_CONCURRENCY !== undefined || Object.keys(VARIANT_ENV).length > 0;
 /** `--store s3`: the oddsfiles systems publish to an S3 API (s3rver, started here) instead of the filesystem; the bare reference stays on the filesystem. */
 const STORE = args.includes('--store') ? args[args.indexOf('--store') + 1]! : 'fs';
 if (STORE !== 'fs' && STORE !== 's3') throw new Error(`--store fs|s3, not ${STORE}`);
@@ -122,10 +131,23 @@ async function main(): Promise<void> {
   const systemOptions = (label: string) => ({ ...(SYSTEM_CONFIG ? { config: SYSTEM_CONFIG } : {}), env: { ...(s3 ? storeEnv(label) : {}), ...EXTRA_ENV } });
   const single = await OddsfilesSystem.start({ label: 'fresh-single', shape: 'single', ...systemOptions('fresh-single') });
   const split = await OddsfilesSystem.start({ label: 'fresh-split', shape: 'split', ...systemOptions('fresh-split') });
+  const variant = VARIANT
+    ? await OddsfilesSystem.start({
+        label: 'fresh-variant',
+        shape: 'split',
+        config: { ...SYSTEM_CONFIG, ingest: { ...SYSTEM_CONFIG?.ingest, ...(VARIANT_CONCURRENCY === undefined ? {} : { concurrency: VARIANT_CONCURRENCY }) } },
+        env: { ...(s3 ? storeEnv('fresh-variant') : {}), ...EXTRA_ENV, ...VARIANT_ENV },
+      })
+    : undefined;
+  const variantName = `oddsfiles (process per role, ${[
+    ...(VARIANT_CONCURRENCY === undefined ? [] : [`concurrency ${VARIANT_CONCURRENCY}`]),
+    ...Object.entries(VARIANT_ENV).map(([k, v]) => `${k}=${v}`),
+  ].join(', ')})`;
   const bare = await BareSystem.start('fresh-bare');
   for (const [name, sys] of [
     ['oddsfiles (one process)', single],
     ['oddsfiles (process per role)', split],
+    ...(variant ? ([[variantName, variant]] as const) : []),
     ['bare reference', bare],
   ] as const) {
     targets.push({ name, sys, poller: new Poller(sys.readerUrl!, sys.key), etag: undefined });

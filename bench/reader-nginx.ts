@@ -96,13 +96,14 @@ async function main(): Promise<void> {
   // time goes (same binary, same data and Redis prefix, each its own process).
   await sys.procs.find((p) => !p.roles.includes('reader'))!.stop();
   const reader: Server = { name: 'reader (as deployed)', base: sys.readerUrl!, pids: () => [sys.reader!.pid], scenarios: 'all' };
-  const noRate = await writeConfig(sys.dataDir, { plans: { pro: { allow: ['*'] } } });
+  const errorsOnly = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' } });
+  const errorsOnlyNoRate = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' }, plans: { pro: { allow: ['*'] } } });
   const variants: Server[] = [];
   for (const [name, env] of [
-    ['reader, LOG_LEVEL=warn (no request log)', { LOG_LEVEL: 'warn' }],
-    ['reader, LOG_LEVEL=warn, plan without rate (no limit to count)', { LOG_LEVEL: 'warn', ODDSFILES_CONFIG: noRate }],
+    ['reader, `request_log: errors` (no log line for a 200)', { ODDSFILES_CONFIG: errorsOnly }],
+    ['reader, `request_log: errors`, plan without rate (no limit to count)', { ODDSFILES_CONFIG: errorsOnlyNoRate }],
   ] as const) {
-    // At LOG_LEVEL=warn it does not log its address: give it one.
+    // A port of its own, known in advance.
     const port = await freePort();
     const p = new OddsfilesProcess({ ...sys.env, ...env, PORT: String(port) }, ['start', '--roles', 'reader'], join(sys.dataDir, `variant${variants.length}.log`), ['reader']);
     onCleanup(() => p.stop());
@@ -192,7 +193,7 @@ async function main(): Promise<void> {
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/reader-nginx.ts${args.length ? ` ${args.join(' ')}` : ''}\`; load: ${wrkBin ? `wrk, 1 thread` : 'autocannon in the bench process'}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
     '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
-    '- two more reader processes on the same data show where its time goes: without the request log line (`LOG_LEVEL=warn`), and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
+    '- two more reader processes on the same data show where its time goes: without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers), and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
