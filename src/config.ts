@@ -10,6 +10,7 @@ import { parseDocument } from 'yaml';
 import { ConfigError } from './errors.js';
 import { parseDuration } from './duration.js';
 import { schemaPath } from './paths.js';
+import { SYNC_IO_MAX_BYTES } from './sync-io.js';
 
 export type FeedFamily = 'split' | 'combined-live' | 'livepre';
 export type FeedKind = 'live' | 'pregame' | 'livepre';
@@ -152,7 +153,7 @@ export const DEFAULT_FILE_CONFIG = {
     lock_duration: '15s',
     carry_max_bytes: 262_144,
     carry_bytes_per_second: 16_777_216,
-    sync_io_max_bytes: 262_144,
+    sync_io_max_bytes: SYNC_IO_MAX_BYTES,
   },
   reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' }, request_log: 'all' as RequestLogMode },
 } as const;
