@@ -111,6 +111,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         settleMs: config.ingest.settleMs,
         rescanMs: config.ingest.rescanMs,
         pollMs: config.ingest.pollMs,
+        syncIo: config.ingest.syncIoMaxBytes > 0,
         log,
       });
       closers.push(() => watcher.close());

@@ -57,16 +57,18 @@ afterAll(async () => {
   await dropPrefix(prefix);
 });
 
-for (const mode of ['kernel events', 'polling'] as const) {
+// The kernel events' lstat is synchronous by default, on the thread pool with `ingest.sync_io_max_bytes: 0`.
+for (const mode of ['kernel events', 'kernel events, sync_io off', 'polling'] as const) {
   describe(mode, () => {
     const pollMs = mode === 'polling' ? 100 : 0;
+    const syncIo = mode !== 'kernel events, sync_io off';
     // Kernel events arrive within milliseconds; polling within a few periods.
     const within = mode === 'polling' ? 2000 : 300;
 
     it('queues the files already there at start, even one written a moment before, and each new drop', async () => {
       inbox = await mkdtemp(join(tmpdir(), 'oddsfiles-watcher-'));
       await writeFile(join(inbox, 'site_live_northwind_soccer.json'), '{}');
-      watcher = await startWatcher({ inboxDir: inbox, queue, settleMs: 50, rescanMs: 60_000, pollMs, log });
+      watcher = await startWatcher({ inboxDir: inbox, queue, settleMs: 50, rescanMs: 60_000, pollMs, syncIo, log });
       // The young file is queued by the start-up pass itself, not by a rescan a minute later.
       expect(await queuedNames()).toEqual(['site_live_northwind_soccer.json']);
 
@@ -77,7 +79,7 @@ for (const mode of ['kernel events', 'polling'] as const) {
 
     it('never queues names publishers write to, and reports a folder instead of queuing it', async () => {
       inbox = await mkdtemp(join(tmpdir(), 'oddsfiles-watcher-'));
-      watcher = await startWatcher({ inboxDir: inbox, queue, settleMs: 50, rescanMs: 60_000, pollMs, log });
+      watcher = await startWatcher({ inboxDir: inbox, queue, settleMs: 50, rescanMs: 60_000, pollMs, syncIo, log });
       await writeFile(join(inbox, 'site_live_redstone_soccer.json.tmp'), '{}');
       await writeFile(join(inbox, 'site_live_redstone_soccer.json.part'), '{}');
       await writeFile(join(inbox, '.site_live_redstone_soccer.json'), '{}');

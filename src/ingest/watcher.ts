@@ -25,6 +25,8 @@ export interface WatcherDeps {
   readonly rescanMs: number;
   /** 0: kernel events (fs.watch); otherwise chokidar polls the folder at this period. */
   readonly pollMs?: number;
+  /** The lstat of a kernel event synchronous (default); false: on the thread pool (`ingest.sync_io_max_bytes: 0`). */
+  readonly syncIo?: boolean;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -58,19 +60,27 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
   };
 
   // One event per name that appeared or changed; a claim's rename out of the inbox fires one too,
-  // so only names that exist are queued: one lstat, synchronous (kernel events mean a local
-  // folder, where it takes microseconds and a thread-pool hop more: src/sync-io.ts).
-  const onName = (name: string) => {
-    if (isIgnoredName(name)) return;
-    let st;
-    try {
-      st = lstatSync(join(inbox, name), { throwIfNoEntry: false });
-    } catch {
-      return; // unreadable: the rescan retries it
-    }
+  // so only names that exist are queued: one lstat, synchronous (on a local folder it takes
+  // microseconds and a thread-pool hop more: src/sync-io.ts) unless synchronous I/O is off.
+  const syncIo = deps.syncIo ?? true;
+  const onStat = (name: string, st: { isDirectory(): boolean } | undefined) => {
     if (!st) return;
     if (st.isDirectory()) folder(name);
     else void queueDrop(name);
+  };
+  const onName = (name: string) => {
+    if (isIgnoredName(name)) return;
+    const path = join(inbox, name);
+    if (!syncIo) {
+      // Gone or unreadable: nothing to queue (the rescan retries what is there).
+      void lstat(path).then((st) => onStat(name, st), () => undefined);
+      return;
+    }
+    try {
+      onStat(name, lstatSync(path, { throwIfNoEntry: false }));
+    } catch {
+      // unreadable: the rescan retries it
+    }
   };
 
   let kernel: FsWatcher | undefined;
