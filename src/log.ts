@@ -84,7 +84,11 @@ function isoTimeOncePerMs(): () => string {
 }
 
 function asyncLogger(base: PinoOptions): Logger {
-  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS });
+  // Buffer mode: each line goes in as a Buffer of its own. In its default string mode sonic-boom
+  // appends lines to one string and takes that string's UTF-8 byte length on every write, so each
+  // line cost a scan of everything still pending: ~1 µs of a busy reader's request line
+  // (docs/BENCHMARKS.md, reader section).
+  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS, contentMode: 'buffer' });
   // A line that must not wait: write the buffer now, or, when a write is under way (flush does
   // nothing then), as soon as it is done.
   let wanted = false;
@@ -97,6 +101,13 @@ function asyncLogger(base: PinoOptions): Logger {
     wanted = true;
     dest.flush();
   };
+  // What pino writes to: its lines (strings) handed over as Buffers. `dest.write` is looked up on
+  // each call: pino replaces it with a no-op after EPIPE (stdout's reader gone).
+  const stream: pino.DestinationStream & { flush(cb?: (err?: Error) => void): void; flushSync(): void } = {
+    write: (line: string) => dest.write(Buffer.from(line) as unknown as string),
+    flush: (cb) => dest.flush(cb),
+    flushSync: () => dest.flushSync(),
+  };
   return pino(
     {
       ...base,
@@ -107,7 +118,7 @@ function asyncLogger(base: PinoOptions): Logger {
         },
       },
     },
-    dest,
+    stream,
   );
 }
 

@@ -16,6 +16,7 @@ interface Line {
   readonly at: number;
   readonly msg: string;
   readonly n?: number;
+  readonly t?: string;
 }
 
 /** Run `body` (an ES module using `log`) and collect its stdout lines with their arrival times. */
@@ -31,8 +32,8 @@ function run(dir: string, name: string, body: string): Promise<{ lines: Line[]; 
       buf += chunk;
       let i: number;
       while ((i = buf.indexOf('\n')) >= 0) {
-        const l = JSON.parse(buf.slice(0, i)) as { msg: string; n?: number };
-        lines.push({ at: Date.now(), msg: l.msg, ...(l.n !== undefined ? { n: l.n } : {}) });
+        const l = JSON.parse(buf.slice(0, i)) as { msg: string; n?: number; t?: string };
+        lines.push({ at: Date.now(), msg: l.msg, ...(l.n !== undefined ? { n: l.n } : {}), ...(l.t !== undefined ? { t: l.t } : {}) });
         buf = buf.slice(i + 1);
       }
     });
@@ -76,6 +77,25 @@ describe('asynchronous logging (start, stdout not a terminal)', () => {
     // flush, a second after the logger was made.
     expect(third!.at - operational!.at).toBeGreaterThanOrEqual(600);
     expect(third!.at - operational!.at).toBeLessThan(2000);
+  });
+
+  it('keeps every line whole and in order through many buffered writes, multi-byte text included', async () => {
+    // Far more than one write's worth (sonic-boom writes at most 16 KiB at a time), with text whose
+    // UTF-8 bytes outnumber its characters: the buffer is counted in bytes, not characters.
+    const { lines, code } = await run(
+      dir,
+      'many',
+      `
+      for (let n = 0; n < 3000; n++) {
+        log.info({ n, t: 'Zürich–Genève ⚽ 😀 ' + n }, 'request');
+        if (n % 100 === 99) await new Promise((r) => setImmediate(r));
+      }
+      await flushLogger(log);
+      `,
+    );
+    expect(code).toBe(0);
+    expect(lines.map((l) => l.n)).toEqual(Array.from({ length: 3000 }, (_, n) => n));
+    expect(lines.every((l) => l.t === `Zürich–Genève ⚽ 😀 ${l.n}`)).toBe(true);
   });
 
   it('writes buffered request lines when the process crashes', async () => {
