@@ -11,8 +11,13 @@ COPY schemas ./schemas
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
+# MALLOC_ARENA_MAX: glibc's malloc gives each thread that allocates an arena of its own (up to
+# eight per core), and libuv's pool threads (zlib, file calls) each kept theirs at its high-water
+# mark. Two arenas took a reader holding 38 × 200 KB from 114 to 100 MB of settled RSS and its
+# peak from 139 to 124 MB (bench/memory.ts, docs/BENCHMARKS.md).
 ENV NODE_ENV=production \
-    DATA_DIR=/data
+    DATA_DIR=/data \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
