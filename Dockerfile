@@ -11,10 +11,10 @@ COPY schemas ./schemas
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
-# MALLOC_ARENA_MAX: glibc's malloc gives each thread that allocates an arena of its own (up to
-# eight per core), and libuv's pool threads (zlib, file calls) each kept theirs at its high-water
-# mark. Two arenas took a reader holding 38 × 200 KB from 114 to 100 MB of settled RSS and its
-# peak from 139 to 124 MB (bench/memory.ts, docs/BENCHMARKS.md).
+# MALLOC_ARENA_MAX: glibc's malloc gives threads that allocate (libuv's pool: zlib, file calls)
+# arenas of their own, up to eight per core, and an arena's memory tends to stay at its
+# high-water mark. Two arenas took a reader holding 38 × 200 KB from 114 to 100 MB of settled RSS
+# and its peak from 139 to 124 MB (bench/memory.ts; docs/BENCHMARKS.md, memory).
 ENV NODE_ENV=production \
     DATA_DIR=/data \
     MALLOC_ARENA_MAX=2
