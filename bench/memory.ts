@@ -4,20 +4,23 @@
  * what one 50 MB drop costs a worker-only process (VmHWM after − VmRSS before), against about
  * twice its size.
  *
- *   npx tsx bench/memory.ts [--big-mb 50] [--settle-s 15] [--env NAME=VALUE]... [--no-doc]
+ *   npx tsx bench/memory.ts [--big-mb 50] [--settle-s 15] [--busy-s 5] [--env NAME=VALUE]... [--no-doc]
  *
  * The reader's RSS is read twice after the last round: once its processes are idle, and again
  * `--settle-s` seconds later ("settled"), once V8's memory reducer has given back the heap the
  * publishing rounds grew (it runs some seconds after allocation stops: in the runs of 2026-11-23
  * 18:20 the RSS went from 134 to 112 MB between 5 and 10 s after). The target is checked on the
- * settled RSS; the peak (VmHWM) is shown beside it. `--env` sets the environment of the oddsfiles
+ * settled RSS; the peak (VmHWM) is shown beside it. Then, with wrk installed, the reader serves
+ * `GET /v1/files` under wrk for `--busy-s` seconds and its RSS is read at the end ("busy"): a reader
+ * that serves traffic all the time keeps the heap a busy process grows, so that, not the settled
+ * figure, is what a container limit must hold. `--env` sets the environment of the oddsfiles
  * processes (e.g. MALLOC_ARENA_MAX=2, as the Docker image does).
  *
  * References measured in the same run: the reader's own RSS before anything is published, a bare
  * Node process holding the same bytes and their gzip and br variants in Buffers, and, for the
  * worker, a bare Node process that reads the same 50 MB file and JSON.parses it.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -41,6 +44,7 @@ import {
   sleep,
   stage,
   table,
+  which,
   version,
   writeDocSection,
   type DocTemplate,
@@ -53,6 +57,8 @@ const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const BIG_MB = opt('big-mb', 50);
 const WRITE_DOC = !args.includes('--no-doc');
 const SETTLE_S = opt('settle-s', 15);
+const BUSY_S = opt('busy-s', 5);
+const WRK = which('wrk');
 /** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes. */
 const EXTRA_ENV: Record<string, string> = Object.fromEntries(
   args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [[args[i + 1]!.slice(0, args[i + 1]!.indexOf('=')), args[i + 1]!.slice(args[i + 1]!.indexOf('=') + 1)]] : [])),
@@ -86,12 +92,12 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/memory.ts${args.length ? ` ${args.join(' ')}` : ''}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops; the target is checked on it, and on the peak VmHWM beside it)${Object.keys(EXTRA_ENV).length ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV).map(([k, v]) => `\`${k}=${v}\``).join(', ')}` : ''}. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/memory.ts${args.length ? ` ${args.join(' ')}` : ''}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops), then at the end of ${BUSY_S} s of \`GET /v1/files\` under wrk (one thread, 16 connections: "busy", what a reader serving traffic holds); the target is checked on the settled and busy RSS and on the peak VmHWM${Object.keys(EXTRA_ENV).length ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV).map(([k, v]) => `\`${k}=${v}\``).join(', ')}` : ''}. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
     '',
     table(
-      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', `settled (${SETTLE_S} s later)`, 'VmHWM', 'budget 100 MB + 3×', '(settled − empty) / published', 'bare holder RSS', 'settled / bare holder', 'within budget'],
+      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', `settled (${SETTLE_S} s later)`, `busy (${BUSY_S} s of wrk)`, 'VmHWM', 'budget 100 MB + 3×', '(settled − empty) / published', 'bare holder RSS', 'settled / bare holder', 'within budget'],
       readerRows,
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
     ),
     '',
     `Worker, one ${mb(worker.size)} MB drop (a worker-only process, \`--roles worker\`, with the watcher in its own process): VmRSS before, VmHWM after, and the same for a bare Node process that reads the file and JSON.parses it, and one that only reads it.`,
@@ -155,6 +161,7 @@ async function readerCase(c: ReaderCase): Promise<string[]> {
     await quiesce(sys.pids());
     const idle = memOf(readerPid).rss;
     const m = await settled(readerPid);
+    const b = busy(readerPid, sys.readerUrl!, sys.key);
     const holder = await bareHolder(sys, redis);
     const budget = 100 * MB + 3 * published;
     return [
@@ -164,12 +171,13 @@ async function readerCase(c: ReaderCase): Promise<string[]> {
       `${mb(first)} MB`,
       `${mb(idle)} MB`,
       `${mb(m.rss)} MB`,
-      `${mb(m.hwm)} MB`,
+      b ? `${mb(b.rss)} MB` : '—',
+      `${mb((b ?? m).hwm)} MB`,
       `${mb(budget)} MB`,
       fmtX((m.rss - empty) / published),
       `${mb(holder)} MB`,
       fmtX(m.rss / holder),
-      verdict(m, budget),
+      verdict(m, b, budget),
     ];
   } finally {
     poller.close();
@@ -201,8 +209,18 @@ async function settled(pid: number): Promise<{ rss: number; hwm: number }> {
   return memOf(pid);
 }
 
-function verdict(m: { rss: number; hwm: number }, budget: number): string {
-  return `settled RSS ${m.rss <= budget ? 'yes' : '**no**'}, peak (HWM) ${m.hwm <= budget ? 'yes' : '**no**'}`;
+/** The reader's memory at the end of BUSY_S seconds of GET /v1/files under wrk (undefined without wrk). */
+function busy(pid: number, base: string, key: string): { rss: number; hwm: number } | undefined {
+  if (!WRK || BUSY_S <= 0) return undefined;
+  // wrk blocks this process meanwhile: nothing else of the bench runs.
+  const r = spawnSync(WRK, ['-t1', '-c16', `-d${BUSY_S}s`, '-H', `x-api-key: ${key}`, `${base}/v1/files`], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
+  return memOf(pid);
+}
+
+function verdict(m: { rss: number; hwm: number }, b: { rss: number; hwm: number } | undefined, budget: number): string {
+  const yes = (v: number) => (v <= budget ? 'yes' : '**no**');
+  return `settled ${yes(m.rss)}${b ? `, busy ${yes(b.rss)}` : ''}, peak ${yes((b ?? m).hwm)}`;
 }
 
 function runNode(code: string, env: Record<string, string>): Promise<string> {
@@ -234,6 +252,7 @@ async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; ti
     const after = memOf(workerPid).hwm;
     const readerIdle = memOf(readerPid).rss;
     const reader = await settled(readerPid);
+    const readerBusy = busy(readerPid, sys.readerUrl!, sys.key);
     const line = sys.procs.flatMap((p) => p.readLines('"jobId"')).find((l) => l.outcome === 'published');
     const t = (line?.timings ?? {}) as Record<string, number>;
     const timings = Object.entries(t)
@@ -280,12 +299,13 @@ async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; ti
         `${mb(readerIdle)} MB`,
         '—',
         `${mb(reader.rss)} MB`,
-        `${mb(reader.hwm)} MB`,
+        readerBusy ? `${mb(readerBusy.rss)} MB` : '—',
+        `${mb((readerBusy ?? reader).hwm)} MB`,
         `${mb(budget)} MB`,
         fmtX((reader.rss - readerEmpty) / size),
         '—',
         '—',
-        verdict(reader, budget),
+        verdict(reader, readerBusy, budget),
       ],
     };
   } finally {

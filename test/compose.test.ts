@@ -261,6 +261,13 @@ describe('Dockerfile and .dockerignore', () => {
     for (const what of ['package.json', 'node_modules', 'dist', 'schemas']) expect(runtime).toContain(`/app/${what}`);
   });
 
+  it('runs Node with the memory settings the memory bench measured (two malloc arenas, a 4 MB young generation)', () => {
+    const envBlock = /^ENV ((?:.*\\\n)*.*)$/m.exec(runtime)?.[1] ?? '';
+    const vars = Object.fromEntries(envBlock.split(/\\\n|\s+/).map((x) => x.trim()).filter((x) => x.includes('=')).map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]));
+    expect(vars.MALLOC_ARENA_MAX).toBe('2');
+    expect(vars.NODE_OPTIONS).toBe('--max-semi-space-size=4');
+  });
+
   it('keeps dependencies, build output, local data and secrets out of the build context', () => {
     const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
     for (const p of ['node_modules', 'dist', 'var', '.git', '.env', 'oddsfiles.yaml']) expect(ignored, p).toContain(p);
