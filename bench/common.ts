@@ -79,6 +79,11 @@ export function uniquePrefix(label: string): string {
 export { dropPrefix };
 
 /** A numeric command-line option: `--name 12`. */
+/** `--FLAG NAME=VALUE` (repeatable) as an environment, e.g. `--env UV_THREADPOOL_SIZE=8`. */
+export function envArgs(flag: string, args: readonly string[] = process.argv.slice(2)): Record<string, string> {
+  return Object.fromEntries(args.flatMap((a, i) => (a === flag && args[i + 1]?.includes('=') ? [args[i + 1]!.split(/=(.*)/s).slice(0, 2) as [string, string]] : [])));
+}
+
 export function numberArg(name: string, fallback: number, args: readonly string[] = process.argv.slice(2)): number {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? Number(args[i + 1]) : fallback;

@@ -49,6 +49,7 @@ import {
   type DocTemplate,
   type System,
   numberArg,
+  envArgs,
   onCleanup,
 } from './common.js';
 
@@ -71,18 +72,15 @@ const INGEST_CONFIG = {
   ...(CONCURRENCY === undefined ? {} : { concurrency: CONCURRENCY }),
 };
 const SYSTEM_CONFIG = Object.keys(INGEST_CONFIG).length === 0 ? undefined : { ingest: INGEST_CONFIG };
-/** `--FLAG NAME=VALUE` (repeatable) as an environment. */
-const envArgs = (flag: string): Record<string, string> =>
-  Object.fromEntries(args.flatMap((a, i) => (a === flag && args[i + 1]?.includes('=') ? [args[i + 1]!.split(/=(.*)/s).slice(0, 2) as [string, string]] : [])));
 /** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8). */
-const EXTRA_ENV = envArgs('--env');
+const EXTRA_ENV = envArgs('--env', args);
 /**
  * `--variant-concurrency N` and/or `--variant-env NAME=VALUE`: a fourth system, one process per
  * role like the third but with that `ingest.concurrency` and environment, measured in the same
  * interleaved blocks: an A/B of a setting within one run.
  */
 const VARIANT_CONCURRENCY = args.includes('--variant-concurrency') ? opt('variant-concurrency', 4) : undefined;
-const VARIANT_ENV = envArgs('--variant-env');
+const VARIANT_ENV = envArgs('--variant-env', args);
 const VARIANT = VARIANT_CONCURRENCY !== undefined || Object.keys(VARIANT_ENV).length > 0;
 /** `--store s3`: the oddsfiles systems publish to an S3 API (s3rver, started here) instead of the filesystem; the bare reference stays on the filesystem. */
 const STORE = args.includes('--store') ? args[args.indexOf('--store') + 1]! : 'fs';

@@ -50,6 +50,7 @@ import {
   type DocTemplate,
   type FixtureFeed,
   numberArg,
+  envArgs,
 } from './common.js';
 
 const args = process.argv.slice(2);
@@ -60,9 +61,7 @@ const SETTLE_S = opt('settle-s', 15);
 const BUSY_S = opt('busy-s', 5);
 const WRK = which('wrk');
 /** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes. */
-const EXTRA_ENV: Record<string, string> = Object.fromEntries(
-  args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [[args[i + 1]!.slice(0, args[i + 1]!.indexOf('=')), args[i + 1]!.slice(args[i + 1]!.indexOf('=') + 1)]] : [])),
-);
+const EXTRA_ENV = envArgs('--env', args);
 const MB = 1e6;
 
 interface ReaderCase {
