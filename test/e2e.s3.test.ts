@@ -16,7 +16,7 @@ import type { CatalogEntry } from '../src/catalog/types.js';
 import { EXAMPLE_FEEDS, generateCorpus, type FixtureCase } from './fixtures/corpus.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { drop, pendingDrops, tinyDoc } from './helpers/drops.js';
-import { readCatalog, sha256 } from './helpers/published.js';
+import { catalogSeq, readCatalog, sha256 } from './helpers/published.js';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { bucketReader, storePrefixOf, type BucketReader } from './helpers/s3-bucket.js';
 import { startS3rver, type RunningS3rver } from './helpers/s3rver.js';
@@ -74,6 +74,20 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
   const settled = () => waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox', 100);
   const manifest = async () =>
     JSON.parse((await bucket.get(`${base}manifest.json`)).toString('utf8')) as { seq: number; files: Record<string, CatalogEntry> };
+  /**
+   * The manifest once it has caught up with the catalog. An empty inbox does not quite promise it
+   * with two workers: each removes its claims after its own manifest write, and the other may then
+   * land an older snapshot over it (last writer wins in S3). The writer that raced sees the catalog
+   * moved during its write, reads the manifest back and writes it again within its window
+   * (src/ingest/manifest-sync.ts), so the manifest must reach the catalog's seq promptly.
+   */
+  const currentManifest = async () => {
+    const seq = await catalogSeq(prefix);
+    return waitFor(async () => {
+      const m = await manifest();
+      return m.seq >= seq ? m : undefined;
+    }, 5_000, `the manifest to reach the catalog's seq ${seq}`, 50);
+  };
 
   beforeAll(async () => {
     s3 = await startS3rver();
@@ -152,9 +166,8 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
       expect(entry.object).toBe(`objects/${c.filename}/${entry.sha256}.json`);
       expect((await bucket.get(`${base}${entry.object}`)).equals(c.bytes), c.filename).toBe(true);
     }
-    // The manifest lists every published file, as the catalog has it. The last claim is removed
-    // only after its manifest write, so it is complete as soon as the inbox is empty.
-    const m = await manifest();
+    // The manifest lists every published file, as the catalog has it.
+    const m = await currentManifest();
     expect(Object.keys(m.files).sort()).toEqual(valid.map((c) => c.filename).sort());
     for (const [name, e] of Object.entries(m.files)) expect(e.sha256, name).toBe(catalog.get(name)!.sha256);
     // Nothing went to the local disk: no filesystem store under DATA_DIR.
@@ -221,14 +234,14 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
         check(c, served, `${url} ${c.name}`);
       }
     }
-    const m = await manifest();
+    const m = await currentManifest();
     for (const c of edge) expect(m.files[c.filename]!.sha256, c.name).toBe(catalog.get(c.filename)!.sha256);
   });
 
   it('rejects every invalid drop with its reason into REJECTED_DIR, and leaves catalog, manifest and readers alone', async () => {
     const invalid = group('invalid');
     const catalogBefore = await readCatalog(prefix);
-    const manifestBefore = await manifest();
+    const manifestBefore = await currentManifest();
     await Promise.all(invalid.map((c) => drop(inbox, c.filename, c.bytes)));
     const reasons = await waitFor(async () => {
       const ids = await readdir(rejectedDir).catch(() => [] as string[]);
@@ -284,7 +297,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
       return keys.length <= KEEP_VERSIONS ? keys : undefined;
     }, 10_000, `at most ${KEEP_VERSIONS} objects under ${dir}`, 100).catch(async () => bucket.list(dir));
     expect(listed).toEqual(kept);
-    expect((await manifest()).files[feed.filename]!.sha256).toBe(sha256(versions.at(-1)!));
+    expect((await currentManifest()).files[feed.filename]!.sha256).toBe(sha256(versions.at(-1)!));
     for (const url of readers()) {
       await waitFor(async () => {
         const { status, body } = await download(url, feed.filename);
@@ -339,7 +352,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
         await waitFor(async () => (await download(url, feed.filename)).body.equals(next), 10_000, `${url} to serve it`, 100);
         await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 10_000, `${url}/readyz to say 200 again`, 100);
       }
-      expect((await manifest()).files[feed.filename]!.sha256).toBe(sha256(next));
+      expect((await currentManifest()).files[feed.filename]!.sha256).toBe(sha256(next));
     } finally {
       await gate.open();
     }

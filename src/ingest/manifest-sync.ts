@@ -1,7 +1,8 @@
 /**
  * Keeps manifest.json in the store in step with the catalog, in the background, for the publish
  * step of one process, and removes each published drop's claim once a manifest that covers it is
- * written (so an empty inbox still means: published, manifest included).
+ * written (so an empty inbox still means: published, manifest included; with several worker
+ * processes, give or take one window: see the race below).
  *
  * Why in the background: the manifest holds every feed, so writing it in each publish (with the
  * job waiting for it) cost O(feeds) per drop while holding a slot of the worker's concurrency; a

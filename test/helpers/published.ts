@@ -16,6 +16,16 @@ export async function readCatalog(prefix: string): Promise<Map<string, CatalogEn
   }
 }
 
+/** The catalog's seq: how many commits it has taken (0 before the first). */
+export async function catalogSeq(prefix: string): Promise<number> {
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  try {
+    return Number((await redis.get(`${prefix}:catalog:seq`)) ?? 0);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 export function sha256(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
