@@ -89,6 +89,12 @@ export function numberArg(name: string, fallback: number, args: readonly string[
   return i >= 0 ? Number(args[i + 1]) : fallback;
 }
 
+/** The value after `--name`, or `fallback`. */
+export function stringArg(name: string, fallback: string | undefined, args: readonly string[] = process.argv.slice(2)): string | undefined {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : fallback;
+}
+
 export async function tempDir(label: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `oddsfiles-bench-${label}-`));
   // BENCH_KEEP=1 keeps the folders (logs, stores) for a look after the run.
@@ -342,10 +348,11 @@ export class OddsfilesProcess {
     /** Its roles, e.g. ['watcher', 'worker']. */
     readonly roles: readonly string[] = [],
     nodeArgs: readonly string[] = [],
+    bin: string = BIN,
   ) {
     this.logFile = logFile;
     const fd = openSync(logFile, 'a');
-    this.proc = spawn(process.execPath, [...nodeArgs, BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', fd, 'pipe'] });
+    this.proc = spawn(process.execPath, [...nodeArgs, bin, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', fd, 'pipe'] });
     closeSync(fd);
     this.proc.stderr!.setEncoding('utf8').on('data', (c: string) => (this.stderr = (this.stderr + c).slice(-4000)));
     this.exited = new Promise((r) =>
@@ -422,6 +429,8 @@ export interface OddsfilesOptions {
   readonly env?: Record<string, string>;
   /** Node options before the script (e.g. --cpu-prof; NODE_OPTIONS refuses it). */
   readonly nodeArgs?: readonly string[];
+  /** The entry point to run (default: this checkout's dist/workers/oddsfiles.js), e.g. an older build's for an A/B. */
+  readonly bin?: string;
 }
 
 /** A running oddsfiles deployment on a fresh data dir and Redis prefix. */
@@ -494,7 +503,7 @@ export class OddsfilesSystem {
     for (let i = 0; i < (opts.extraWorkers ?? 0); i++) layout.push(['worker', `extra${i}-worker`]);
     // Start the processes one after another: they all create the inbox, the queue, ...
     for (const [roles, name] of layout) {
-      const p = new OddsfilesProcess(env, ['start', '--roles', roles], join(dataDir, `${name}.log`), roles.split(','), opts.nodeArgs);
+      const p = new OddsfilesProcess(env, ['start', '--roles', roles], join(dataDir, `${name}.log`), roles.split(','), opts.nodeArgs, opts.bin);
       sys.procs.push(p);
       const started = await p.waitForLine((l) => l.msg === 'oddsfiles started', 'oddsfiles started');
       if (typeof started.reader === 'string') sys.readerUrl = started.reader;

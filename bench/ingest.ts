@@ -6,13 +6,18 @@
  *
  *   npx tsx bench/ingest.ts [--rounds 6] [--kb 200] [--no-doc]
  *   npx tsx bench/ingest.ts --profile [--rounds 6]   # V8 CPU profiles of two variants instead
+ *   npx tsx bench/ingest.ts --variants default,single [--baseline DIR]   # an A/B, no doc written
+ *
+ * --variants picks some of: single, c1, default, c16, two, pool32. --baseline DIR runs each picked
+ * variant a second time from another build (DIR/dist/workers/oddsfiles.js, e.g. a `git worktree`
+ * of the commit before a change, built), in the same interleaved rounds.
  *
  * Variants, all started side by side and measured in interleaved rounds (order shuffled per
  * round, the reference included): every role in one process (`npm start`), watcher+worker with
  * ingest.concurrency 1, 4 (the default) and 16, watcher+worker plus a second worker process, and
  * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads).
  */
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { readdir, rename } from 'node:fs/promises';
 import { Redis } from 'ioredis';
 import {
@@ -43,6 +48,7 @@ import {
   writeDocSection,
   type OddsfilesOptions,
   numberArg,
+  stringArg,
 } from './common.js';
 
 const args = process.argv.slice(2);
@@ -50,9 +56,13 @@ const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
 const ROUNDS = opt('rounds', 6);
 const KB = opt('kb', 200);
 const PROFILE = args.includes('--profile');
-const WRITE_DOC = !args.includes('--no-doc') && !PROFILE;
+const PICKED = stringArg('variants', undefined, args)?.split(',');
+const BASELINE = stringArg('baseline', undefined, args);
+const WRITE_DOC = !args.includes('--no-doc') && !PROFILE && !PICKED && !BASELINE;
 
 interface Variant {
+  /** Its short name for --variants. */
+  readonly id?: string;
   readonly name: string;
   readonly options: Omit<OddsfilesOptions, 'label'>;
   sys?: OddsfilesSystem;
@@ -69,18 +79,28 @@ async function main(): Promise<void> {
   const templates = EXAMPLE_FEEDS.map((f) => docTemplate(f, KB * 1024));
   const totalBytes = templates.reduce((s, t) => s + t.bytes.length, 0);
   const variants: Variant[] = [
-    { name: 'one process, all roles (`npm start`), concurrency 4', options: { shape: 'single' }, seconds: [], cpu: [] },
-    { name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
-    { name: 'watcher+worker, concurrency 4 (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
-    { name: 'watcher+worker, concurrency 16', options: { shape: 'ingest', config: { ingest: { concurrency: 16 } } }, seconds: [], cpu: [] },
-    { name: 'watcher+worker + a 2nd worker process, concurrency 4 each', options: { shape: 'ingest', extraWorkers: 1 }, seconds: [], cpu: [] },
+    { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4', options: { shape: 'single' }, seconds: [], cpu: [] },
+    { id: 'c1', name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
+    { id: 'default', name: 'watcher+worker, concurrency 4 (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
+    { id: 'c16', name: 'watcher+worker, concurrency 16', options: { shape: 'ingest', config: { ingest: { concurrency: 16 } } }, seconds: [], cpu: [] },
+    { id: 'two', name: 'watcher+worker + a 2nd worker process, concurrency 4 each', options: { shape: 'ingest', extraWorkers: 1 }, seconds: [], cpu: [] },
     {
+      id: 'pool32',
       name: 'watcher+worker, concurrency 16, `UV_THREADPOOL_SIZE=32`',
       options: { shape: 'ingest', config: { ingest: { concurrency: 16 } }, env: { UV_THREADPOOL_SIZE: '32' } },
       seconds: [],
       cpu: [],
     },
   ];
+  if (PICKED) {
+    const unknown = PICKED.filter((id) => !variants.some((v) => v.id === id));
+    if (unknown.length > 0) throw new Error(`unknown variants: ${unknown.join(', ')} (known: ${variants.map((v) => v.id).join(', ')})`);
+    variants.splice(0, variants.length, ...variants.filter((v) => PICKED.includes(v.id!)));
+  }
+  if (BASELINE) {
+    const bin = resolve(BASELINE, 'dist', 'workers', 'oddsfiles.js');
+    variants.push(...variants.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
+  }
   if (PROFILE) {
     // Only the default watcher+worker and the one process, under --cpu-prof; the profiles are
     // written when they stop, then summarised (self time by package / file, idle left out).

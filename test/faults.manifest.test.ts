@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -16,11 +16,11 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
-import { createManifestWriter } from '../src/ingest/manifest-sync.js';
+import { CLEANUP_BATCH, createManifestWriter } from '../src/ingest/manifest-sync.js';
 import { createLogger } from '../src/log.js';
 import { redisKeys } from '../src/redis/keys.js';
 import { createFsStore } from '../src/store/fs-store.js';
-import { MANIFEST_KEY, objectKey } from '../src/store/store.js';
+import { MANIFEST_KEY, objectKey, type Store } from '../src/store/store.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { waitFor } from './helpers/service.js';
 
@@ -93,6 +93,77 @@ describe('the background manifest writer', () => {
     expect((await manifest()).files['site_live_x.json']!.sha256).toBe(second.entry.sha256);
     expect(await store.exists(first.entry.object)).toBe(false);
     expect(existsSync(second.claim)).toBe(false);
+    w.close();
+  });
+
+  it('never deletes an evicted version that was published again before the manifest write', async () => {
+    const { store, catalog, publish, manifest } = await setup();
+    const w = createManifestWriter({ catalog, store, log, coalesceMs: 60_000, checkEveryMs: 60_000 });
+    const first = await publish('site_live_z.json', 1);
+    w.committed(first.result.seq, 'site_live_z.json', first.result.evicted, first.claim, first.entry);
+    await w.flush();
+    const second = await publish('site_live_z.json', 1);
+    expect(second.result.evicted).toEqual([first.entry.sha256]);
+    w.committed(second.result.seq, 'site_live_z.json', second.result.evicted, second.claim, second.entry);
+    // The first bytes again, newer: they are current once more, and evict the second version.
+    const again: CatalogEntry = { ...first.entry, generatedAtMs: second.entry.generatedAtMs + 1000, generatedAt: new Date(second.entry.generatedAtMs + 1000).toISOString() };
+    const third = await catalog.commit(again, 1);
+    expect(third.evicted).toEqual([second.entry.sha256]);
+    w.committed(third.seq, 'site_live_z.json', third.evicted, second.claim, again);
+    await w.flush();
+    expect((await manifest()).files['site_live_z.json']!.sha256).toBe(first.entry.sha256);
+    expect(await store.exists(first.entry.object)).toBe(true);
+    expect(await store.exists(second.entry.object)).toBe(false);
+    w.close();
+  });
+
+  it(`settles a burst in one write: every claim removed (small ones synchronously, the rest on the thread pool), every evicted version deleted, at most ${CLEANUP_BATCH} deletes at a time`, async () => {
+    const { dir, store, catalog, publish, manifest } = await setup();
+    let inFlight = 0;
+    let most = 0;
+    // The real filesystem store, with its deletes counted while they run.
+    const counted: Store = {
+      ...store,
+      delete: async (key) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          await new Promise((r) => setTimeout(r, 5));
+          await store.delete(key);
+        } finally {
+          inFlight--;
+        }
+      },
+    };
+    // Claims of up to 40 bytes go synchronously; the test's documents are 30–40 bytes, so a few
+    // are marked bigger to take the other path.
+    const w = createManifestWriter({ catalog, store: counted, log, coalesceMs: 60_000, checkEveryMs: 60_000, syncIoMaxBytes: 40 });
+    const names = Array.from({ length: 20 }, (_, i) => `site_live_b${i}.json`);
+    const olds = [];
+    for (const name of names) {
+      const p = await publish(name, 1);
+      w.committed(p.result.seq, name, p.result.evicted, p.claim, p.entry);
+      olds.push(p.entry);
+    }
+    await w.flush();
+    const claims: string[] = [];
+    for (const [i, name] of names.entries()) {
+      const p = await publish(name, 1);
+      expect(p.result.evicted).toEqual([olds[i]!.sha256]);
+      w.committed(p.result.seq, name, p.result.evicted, p.claim, i % 3 === 0 ? { ...p.entry, size: 1_000_000 } : p.entry);
+      claims.push(p.claim);
+    }
+    // A claim that cannot be removed (a folder) is reported, and holds none of the others up.
+    const stuck = join(dir, 'stuck-claim');
+    await mkdir(stuck);
+    const p = await publish('site_live_stuck.json', 1);
+    w.committed(p.result.seq, 'site_live_stuck.json', p.result.evicted, stuck, p.entry);
+    await w.flush();
+    expect((await manifest()).seq).toBe(p.result.seq);
+    expect(claims.filter((c) => existsSync(c))).toEqual([]);
+    expect(existsSync(stuck)).toBe(true);
+    for (const e of olds) expect(await store.exists(e.object), e.filename).toBe(false);
+    expect(most).toBeLessThanOrEqual(CLEANUP_BATCH);
+    expect(most).toBeGreaterThan(1);
     w.close();
   });
 

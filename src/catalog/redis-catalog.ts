@@ -47,6 +47,8 @@ export interface Catalog {
    */
   carry(sha256: string, bytes: Buffer): Promise<number>;
   get(filename: string): Promise<CatalogEntry | undefined>;
+  /** The entries of several filenames in one round trip (HMGET), in the order asked. */
+  getMany(filenames: readonly string[]): Promise<(CatalogEntry | undefined)[]>;
   snapshot(): Promise<CatalogSnapshot>;
   /** The same snapshot with each entry as stored (its JSON, unparsed), sorted by filename. */
   snapshotJson(): Promise<CatalogJsonSnapshot>;
@@ -90,6 +92,11 @@ export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
     async get(filename) {
       const json = await redis.hget(keys.catalog, filename);
       return json ? (JSON.parse(json) as CatalogEntry) : undefined;
+    },
+    async getMany(filenames) {
+      if (filenames.length === 0) return [];
+      const jsons = await redis.hmget(keys.catalog, ...filenames);
+      return jsons.map((json) => (json ? (JSON.parse(json) as CatalogEntry) : undefined));
     },
     async snapshot() {
       const [seq, flat] = (await redis.eval(SNAPSHOT_LUA, 2, keys.catalog, keys.catalogSeq)) as [string, string[]];

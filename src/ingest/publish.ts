@@ -70,7 +70,12 @@ export interface Publisher {
 
 export function createPublisher(deps: PublisherDeps): Publisher {
   const now = deps.now ?? (() => new Date());
-  const manifest = createManifestWriter({ catalog: deps.catalog, store: deps.store, log: deps.log });
+  const manifest = createManifestWriter({
+    catalog: deps.catalog,
+    store: deps.store,
+    log: deps.log,
+    syncIoMaxBytes: deps.config.ingest.syncIoMaxBytes,
+  });
   // Drops are read and validated within a byte budget of one maximal document, so memory stays
   // bounded whatever the concurrency: small drops run side by side, large ones one at a time. (The
   // one-pass check costs little beyond the bytes themselves; JSON.parse + ajv, still used for a

@@ -3,6 +3,7 @@
  * supervisor. service.ts loads this module only in processes that run the role, so readers never
  * load ajv, the publisher or BullMQ's Worker.
  */
+import { existsSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
@@ -62,6 +63,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }
       : {}),
   });
+  const syncIo = config.ingest.syncIoMaxBytes > 0;
   const worker = await superviseWorker({
     queue,
     concurrency: config.ingest.concurrency,
@@ -76,13 +78,15 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         inboxDir: config.inboxDir,
         concurrency: config.ingest.concurrency,
         lockDurationMs: config.ingest.lockDurationMs,
-        syncIo: config.ingest.syncIoMaxBytes > 0,
+        syncIo,
         publish,
         log,
         // A newer drop may have landed while this one was processed from an older claim.
         onSettled: async (result, job) => {
           metrics.jobSettled(result, job);
-          const pending = await access(join(config.inboxDir, result.filename)).then(() => true, () => false);
+          const next = join(config.inboxDir, result.filename);
+          // existsSync: one stat of microseconds, where a hop to the thread pool costs 0.1–0.3 ms.
+          const pending = syncIo ? existsSync(next) : await access(next).then(() => true, () => false);
           if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
         },
       });
