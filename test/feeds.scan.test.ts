@@ -5,13 +5,15 @@
  * (feeds.differential.test.ts) compares it with JSON.parse + ajv on generated drops.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { RejectionError, type RejectionReason } from '../src/errors.js';
 import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
-import { scanDocument } from '../src/feeds/scan.js';
+import { createDocumentScanner, scanDocument } from '../src/feeds/scan.js';
 import { compileSchemaPlan, T_ANY, T_INTEGER, T_NULL, T_NUMBER, T_OBJECT, T_STRING } from '../src/feeds/schema-plan.js';
 import {
   DEFAULT_ONE_PASS_MIN_BYTES,
@@ -288,6 +290,53 @@ describe('the JSON grammar, against JSON.parse itself', () => {
     while (start < bytes.length && ' \n\r\t'.includes(String.fromCharCode(bytes[start]!))) start++;
     const r = scanDocument(bytes, start, null, 64, []);
     expect(r.kind !== 'invalid_json', r.kind === 'invalid_json' ? r.detail : '').toBe(ok);
+  });
+});
+
+describe('one scanner for many documents', () => {
+  const plan = compileSchemaPlan(loadDocumentSchema());
+  if (!plan.ok) throw new Error('the shipped schema must compile');
+  const fields = ['bookmaker', 'sport', 'generated_at'];
+  const big = generateDocument(EXAMPLE_FEEDS[0]!, { targetBytes: 20_000 });
+  // Each leaves something behind in a scanner that does not start afresh: a deep stack, an
+  // open container, a fault in a slot, field positions, a member count.
+  const documents = [
+    big,
+    '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]',
+    '{"events":[{"markets":[{"selections":[{"odds":"high"}]}]}]}',
+    '{"sport":"soccer","events":[{"name":"A","markets":[{"selections":[{"name":"1","odds":',
+    '{"bookmaker":"northwind","generated_at":"2026-11-21T18:30:00Z","a":1,"b":2}',
+    '{"events":[{"markets":[{}]}]}',
+    '{}',
+    '"just a string"',
+    '{"sport":7}',
+    big,
+    '{"events":[{"markets":[{"selections":[{"odds":1.5}]}]}]}',
+  ].map((d) => (typeof d === 'string' ? Buffer.from(d) : d));
+
+  it('gives every document the result a new scanner gives it', () => {
+    const reused = createDocumentScanner(plan.plan, 64, fields);
+    for (const order of [documents, [...documents].reverse()]) {
+      for (const bytes of order) {
+        expect(reused(bytes, 0), bytes.subarray(0, 60).toString()).toEqual(scanDocument(bytes, 0, plan.plan, 64, fields));
+      }
+    }
+  });
+
+  it('keeps no document alive once it has scanned it', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const reused = createDocumentScanner(plan.plan, 64, fields);
+    const scanOne = (text: string, kind: string) => {
+      const bytes = Buffer.from(text); // its own memory, not the pool's
+      expect(reused(bytes, 0).kind).toBe(kind);
+      return new WeakRef(bytes);
+    };
+    // One that ends normally, one that ends in an exception (invalid JSON half-way down).
+    const refs = [scanOne(big.toString(), 'object'), scanOne('{"events":[{"markets":[{"selections":[{"odds":"x"', 'invalid_json')];
+    await new Promise((r) => setImmediate(r)); // a WeakRef holds its target until the job ends
+    gc();
+    expect(refs.map((r) => r.deref() === undefined)).toEqual([true, true]);
   });
 });
 

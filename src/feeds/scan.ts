@@ -86,32 +86,59 @@ function show(c: number): string {
  * top-level property names whose last value's position is wanted.
  */
 export function scanDocument(buf: Buffer, from: number, plan: SchemaPlan | null, maxDepth: number, fields: readonly string[]): ScanResult {
-  try {
-    return new Scanner(buf, plan, maxDepth, fields).run(from);
-  } catch (err) {
-    if (err instanceof InvalidJson) return { kind: 'invalid_json', detail: err.message };
-    throw err;
-  }
+  return createDocumentScanner(plan, maxDepth, fields)(buf, from);
 }
 
-class Scanner {
-  private readonly n: number;
-  private readonly fieldNames: readonly { readonly name: string; readonly utf8: Buffer }[];
-  private readonly fieldRanges: (ByteRange | undefined)[];
+/** scanDocument with the plan, depth and fields fixed: what a validator keeps for its life. */
+export type DocumentScanner = (buf: Buffer, from: number) => ScanResult;
 
-  // The stack: frame d is the container at depth d + 1.
+/**
+ * One Scanner, reused for every document (scans are synchronous, so never two at once). Keeping
+ * an instance alive is what keeps the scan fast after a quiet spell: V8 holds the hidden classes
+ * of an object's fields weakly, so when no Scanner was alive a garbage collection (the memory
+ * reducer's, in an idle worker) could free them, and with them went the optimized code of the
+ * scan, which checks for them. The next drop was then scanned in the interpreter at ~20 times the
+ * cost: 15–25 ms instead of ~1 ms for 200 KB, the tail of freshness for a feed after a pause
+ * (docs/BENCHMARKS.md, freshness). test/feeds.scan.test.ts checks that a reused scanner forgets
+ * everything of the previous document.
+ */
+export function createDocumentScanner(plan: SchemaPlan | null, maxDepth: number, fields: readonly string[]): DocumentScanner {
+  const scanner = new Scanner(plan, maxDepth, fields);
+  return (buf, from) => {
+    try {
+      return scanner.run(buf, from);
+    } catch (err) {
+      if (err instanceof InvalidJson) return { kind: 'invalid_json', detail: err.message };
+      throw err;
+    } finally {
+      scanner.release();
+    }
+  };
+}
+
+/** An empty document: what a scanner holds between scans, so it keeps no drop's bytes alive. */
+const NO_BYTES = Buffer.alloc(0);
+
+class Scanner {
+  // The document being scanned (NO_BYTES between scans).
+  private buf: Buffer = NO_BYTES;
+  private n = 0;
+  private readonly fieldNames: readonly { readonly name: string; readonly utf8: Buffer }[];
+  private fieldRanges: (ByteRange | undefined)[] = [];
+
+  // The stack: frame d is the container at depth d + 1. Frames are (re)set as they are opened.
   private depth = 0;
-  private readonly kinds: Uint8Array;
+  private kinds = new Uint8Array(0);
   /** The container's plan when there is something to check inside it (properties / items), else null. */
-  private readonly plans: (SchemaPlan | null)[];
+  private plans: (SchemaPlan | null)[] = [];
   /** The container's own fault (its type), or for an array the first fault of its items. */
-  private readonly faults: (SchemaFault | null)[];
+  private faults: (SchemaFault | null)[] = [];
   /** Objects: members so far. Arrays: index of the current item (= items completed). */
-  private readonly counts: Float64Array;
+  private counts = new Float64Array(0);
   /** Objects: which planned property the current member is (-1: none). */
-  private readonly keyProps: Int32Array;
+  private keyProps = new Int32Array(0);
   /** Objects with planned properties: the fault of each property's last value. Reused per depth. */
-  private readonly slots: (SchemaFault | null)[][];
+  private readonly slots: (SchemaFault | null)[][] = [];
 
   private rootFault: SchemaFault | null = null;
   private rootMembers = 0;
@@ -124,25 +151,48 @@ class Scanner {
   private escaped = false;
 
   constructor(
-    private readonly buf: Buffer,
     private readonly rootPlan: SchemaPlan | null,
     private readonly maxDepth: number,
     fields: readonly string[],
   ) {
-    this.n = buf.length;
     this.fieldNames = fields.map((name) => ({ name, utf8: Buffer.from(name, 'utf8') }));
-    this.fieldRanges = fields.map(() => undefined);
-    const size = Math.max(0, Math.min(maxDepth, buf.length)) + 1;
-    this.kinds = new Uint8Array(size);
-    this.plans = new Array<SchemaPlan | null>(size).fill(null);
-    this.faults = new Array<SchemaFault | null>(size).fill(null);
-    this.counts = new Float64Array(size);
-    this.keyProps = new Int32Array(size);
-    this.slots = [];
   }
 
-  run(from: number): ScanResult {
-    const buf = this.buf;
+  /** Start on `buf`: everything of the previous document forgotten, the stack deep enough for this one. */
+  private reset(buf: Buffer): void {
+    this.buf = buf;
+    this.n = buf.length;
+    this.fieldRanges = this.fieldNames.map(() => undefined);
+    this.depth = 0;
+    this.rootFault = null;
+    this.rootMembers = 0;
+    this.rootField = -1;
+    this.fieldStart = 0;
+    this.top = '';
+    this.units = 0;
+    this.escaped = false;
+    // No more frames than the limit allows, nor than the document has bytes: a small drop never
+    // makes a stack of max_depth (up to 10,000) frames. The stack only grows.
+    const size = Math.max(0, Math.min(this.maxDepth, buf.length)) + 1;
+    if (this.kinds.length < size) {
+      this.kinds = new Uint8Array(size);
+      this.plans = new Array<SchemaPlan | null>(size).fill(null);
+      this.faults = new Array<SchemaFault | null>(size).fill(null);
+      this.counts = new Float64Array(size);
+      this.keyProps = new Int32Array(size);
+    }
+  }
+
+  /** Let go of the document and of what its frames pointed to (plans stay: they are the validator's). */
+  release(): void {
+    this.buf = NO_BYTES;
+    this.n = 0;
+    this.faults.fill(null);
+    for (const slots of this.slots) if (slots !== undefined) slots.fill(null);
+  }
+
+  run(buf: Buffer, from: number): ScanResult {
+    this.reset(buf);
     const n = this.n;
     let i = from;
     let state = S_VALUE;

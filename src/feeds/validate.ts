@@ -21,7 +21,7 @@ import { RejectionError } from '../errors.js';
 import { schemaPath } from '../paths.js';
 import { parseGeneratedAt } from './generated-at.js';
 import type { FeedInfo } from './registry.js';
-import { decodeValue, scanDocument, type SchemaFault } from './scan.js';
+import { createDocumentScanner, decodeValue, type SchemaFault } from './scan.js';
 import { compileSchemaPlan, type SchemaPlan } from './schema-plan.js';
 
 export interface DocumentLimits {
@@ -183,8 +183,10 @@ function ajvReader(validateSchema: ValidateFunction, maxDepth: number): Document
 
 /** The default path: one pass over the bytes (scan.ts), depth included; only the head fields are decoded. */
 function onePassReader(plan: SchemaPlan | null, maxDepth: number): DocumentReader {
+  // One scanner for the validator's life: see createDocumentScanner for why it matters.
+  const scan = createDocumentScanner(plan, maxDepth, HEAD_FIELDS);
   return (bytes, start, raw) => {
-    const r = scanDocument(raw, raw.length - bytes.length + start, plan, maxDepth, HEAD_FIELDS);
+    const r = scan(raw, raw.length - bytes.length + start);
     switch (r.kind) {
       case 'invalid_json':
         // As on the other path, depth comes first. Where the JSON is valid, the scan measured the
