@@ -401,25 +401,27 @@ class Scanner {
 
   /** Which of `names` the key is (-1: none). Keys with escapes are decoded, when short enough to match. */
   private match(start: number, end: number, names: readonly { readonly name: string; readonly utf8: Buffer }[]): number {
-    let decoded: string | undefined;
-    for (let k = 0; k < names.length; k++) {
-      const p = names[k]!;
-      if (this.escaped) {
-        // An escape is at most 6 bytes per UTF-16 unit: a longer key cannot be this name.
-        if (end - start <= 6 * p.name.length && (decoded ??= this.decodeKey(start, end)) === p.name) return k;
-      } else if (this.bytesEqual(start, end, p.utf8)) {
-        return k;
-      }
+    if (this.escaped) return this.matchEscaped(start, end, names);
+    const buf = this.buf;
+    const len = end - start;
+    next: for (let k = 0; k < names.length; k++) {
+      const name = names[k]!.utf8;
+      if (name.length !== len) continue;
+      for (let b = 0; b < len; b++) if (buf[start + b] !== name[b]) continue next;
+      return k;
     }
     return -1;
   }
 
-  private bytesEqual(start: number, end: number, name: Buffer): boolean {
-    if (end - start !== name.length) return false;
-    const buf = this.buf;
-    if (buf[start] !== name[0]) return false;
-    for (let k = 1; k < name.length; k++) if (buf[start + k] !== name[k]) return false;
-    return true;
+  /** match() for a key with escapes: decoded (once, and only when short enough to be a name) and compared as text. */
+  private matchEscaped(start: number, end: number, names: readonly { readonly name: string; readonly utf8: Buffer }[]): number {
+    let decoded: string | undefined;
+    for (let k = 0; k < names.length; k++) {
+      const p = names[k]!;
+      // An escape is at most 6 bytes per UTF-16 unit: a longer key cannot be this name.
+      if (end - start <= 6 * p.name.length && (decoded ??= this.decodeKey(start, end)) === p.name) return k;
+    }
+    return -1;
   }
 
   /** A key with escapes, decoded (only keys short enough to be a name get here). */
