@@ -426,6 +426,23 @@ describe('which path', () => {
     expect(r.doc.stamped).toBe(false);
   });
 
+  it('a warmed-up validator (the worker\'s) gives every corpus case the outcome and detail of a cold one', () => {
+    const warmed = createDocumentValidator({ ...config.limits, onePassMinBytes: 0 }, undefined, { warmUp: true });
+    for (const c of generateCorpus()) {
+      if (!parseFilename(registry, c.filename)) continue;
+      expect(drop(c.bytes, warmed, c.filename), c.name).toEqual(drop(c.bytes, onePass, c.filename));
+    }
+  });
+
+  it('warms up under a schema that rejects the warm-up document, and under one the one-pass check cannot do', () => {
+    const strict = { type: 'object', properties: { events: { type: 'string' } } };
+    const warmed = createDocumentValidator(config.limits, strict, { warmUp: true });
+    expect(drop('{"events":"x"}', warmed).outcome).toBe('published');
+    expect(drop('{"events":[]}', warmed)).toMatchObject({ outcome: 'rejected', reason: 'schema' });
+    const viaAjv = createDocumentValidator(config.limits, { type: 'object', required: ['events'] }, { warmUp: true });
+    expect(drop('{}', viaAjv)).toMatchObject({ outcome: 'rejected', reason: 'schema' });
+  });
+
   it('every corpus case comes out as on the JSON.parse path', () => {
     for (const c of generateCorpus()) {
       if (!parseFilename(registry, c.filename)) continue;

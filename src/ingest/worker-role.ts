@@ -53,7 +53,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   const publish = createPublisher({
     config,
     registry: deps.registry,
-    validate: createDocumentValidator(config.limits, schema),
+    validate: createDocumentValidator(config.limits, schema, { warmUp: true }),
     store: deps.store,
     catalog: deps.catalog,
     log,
