@@ -5,7 +5,7 @@
  *
  * `reader.request_log` chooses which requests get that line: `all`, `errors` (responses of 400 and
  * up: refusals, unknown files, overload) or `off`. A request that failed with an error is logged
- * whatever the setting. The line costs a busy reader 6–8 µs of its 37–41 µs per request
+ * whatever the setting. The line costs a busy reader 6–17 µs of its 37–60 µs per request
  * (docs/BENCHMARKS.md); the metrics count every response anyway.
  */
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
