@@ -83,7 +83,8 @@ function show(c: number): string {
 
 /**
  * Scan `buf` from `from` (the first byte that is not white space) to the end. `fields` are
- * top-level property names whose last value's position is wanted.
+ * top-level property names whose last value's position is wanted. A scanner of its own for this
+ * one call: what scans many documents keeps one (createDocumentScanner, and why there).
  */
 export function scanDocument(buf: Buffer, from: number, plan: SchemaPlan | null, maxDepth: number, fields: readonly string[]): ScanResult {
   return createDocumentScanner(plan, maxDepth, fields)(buf, from);
