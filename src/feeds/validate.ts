@@ -87,7 +87,7 @@ const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 export interface ValidatorOptions {
   /**
    * Run the one-pass check over a generated document a few times before returning (a worker at
-   * start-up: 25–45 ms). V8 optimizes the check only once it has run a while: until then a
+   * start-up: ~60 ms). V8 optimizes the check only once it has run a while: until then a
    * 200 KB drop took 8–21 ms to check instead of ~1 ms, which the first drops after every start
    * paid in freshness.
    */
@@ -108,10 +108,12 @@ export function createDocumentValidator(limits: DocumentLimits, schema?: object,
 }
 
 /**
- * Rounds of the warm-up, per layout. Measured after a start: the third to the fifth 200 KB check
- * was the first as quick as the later ones; four of each layout (~0.9 MB in all) cover that.
+ * Rounds of the warm-up, per layout. Measured (bench/check.ts, "first three checks"): after four
+ * rounds the first 200 KB drop still took 3–8 ms in one start of two (V8 had compiled the
+ * check's parts while the first rounds ran, and threw that code away at the first drop); after
+ * ten, 1.0–1.5 ms, for ~60 ms of warm-up (~2.7 MB checked).
  */
-const WARM_UP_ROUNDS = 4;
+const WARM_UP_ROUNDS = 10;
 
 function warmUp(read: DocumentReader): void {
   // Both layouts publishers use (indented and compact), of the shipped schema's shape; under
@@ -127,18 +129,30 @@ function warmUp(read: DocumentReader): void {
   }
 }
 
-/** An odds document (170 KB indented, 65 KB compact): events with markets with selections, every field the schema names. */
+/**
+ * An odds document (~190 KB indented, ~80 KB compact) that takes every way through the check: the
+ * schema's fields in every type it allows, fields it does not name (scalars, objects, arrays,
+ * empty ones), numbers with signs, fractions and exponents, strings with escapes and UTF-8 of two
+ * to four bytes. A drop that takes a way the warm-up did not makes V8 throw code away and check
+ * that drop slowly (measured: 4–6 ms for the first 200 KB drop after a warm-up without fields the
+ * schema does not name, against ~0.6).
+ */
 function warmUpDocument(indent: number): Buffer {
   const events = Array.from({ length: 60 }, (_, e) => ({
     event_id: e % 2 ? `ev-${e}` : e,
-    name: `Home ${e} vs Away ${e}`,
+    name: e % 5 ? `Home ${e} vs Away ${e}` : `Atl\u00e9tico \u201cB\u201d vs M\u00fcnchen \u{1F3C6} "A\\B"\u0001`,
     sport: 'soccer',
     league: 'Warm-up League',
     starts_at: '2026-01-01T12:00:00Z',
+    status: e % 3 ? 'live' : null,
+    minute: e,
+    suspended: e % 4 === 0,
+    score: { home: e % 3, away: -1, periods: [[1, 0], [0, 2]], extra: {} },
+    tags: e % 2 ? [] : ['derby', 1.5e-3, -2e10, false],
     markets: Array.from({ length: 6 }, (_, m) => ({
       market: `m${m}`,
-      line: m % 2 ? 2.5 : null,
-      selections: Array.from({ length: 3 }, (_, k) => ({ name: `s${k}`, odds: k === 2 ? null : 1.5 + k, extra: true })),
+      line: m % 2 ? -2.5 : null,
+      selections: Array.from({ length: 3 }, (_, k) => ({ name: `s${k}`, odds: k === 2 ? null : 1.5 + k + m / 100, extra: true })),
     })),
   }));
   return Buffer.from(JSON.stringify({ bookmaker: 'warm-up', sport: 'soccer', generated_at: '2026-01-01T00:00:00Z', events }, null, indent));
