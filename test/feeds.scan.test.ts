@@ -5,10 +5,10 @@
  * (feeds.differential.test.ts) compares it with JSON.parse + ajv on generated drops.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { RejectionError, type RejectionReason } from '../src/errors.js';
@@ -328,7 +328,7 @@ describe('one scanner for many documents', () => {
     const gc = runInNewContext('gc') as () => void;
     const reused = createDocumentScanner(plan.plan, 64, fields);
     const scanOne = (text: string, kind: string) => {
-      const bytes = Buffer.from(text); // its own memory, not the pool's
+      const bytes = Buffer.from(text); // referenced by nothing but the scanner, if it kept it
       expect(reused(bytes, 0).kind).toBe(kind);
       return new WeakRef(bytes);
     };
