@@ -14,6 +14,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import {
@@ -138,7 +139,18 @@ async function main(): Promise<void> {
   await writeFile(join(www, 'data', BIG), identity.bytes);
   await writeFile(join(www, 'data', `${BIG}.gz`), gz.bytes);
 
-  const servers: Server[] = [reader, ...variants, { ...(await startBareNode(dir, sys.key)), scenarios: 'all' }];
+  // What the contract's headers alone cost a Node server: the bare server sending the reader's own.
+  const withHeaders: ReplyHeaders = {
+    '/v1/files': await replyHeadersOf(`${reader.base}/v1/files`, { 'x-api-key': sys.key }),
+    [`/v1/data/${BIG}`]: await replyHeadersOf(`${reader.base}/v1/data/${BIG}`, { 'x-api-key': sys.key, 'accept-encoding': 'identity' }),
+    [`/v1/data/${BIG} gzip`]: await replyHeadersOf(`${reader.base}/v1/data/${BIG}`, { 'x-api-key': sys.key, 'accept-encoding': 'gzip' }),
+  };
+  const servers: Server[] = [
+    reader,
+    ...variants,
+    { ...(await startBareNode(dir, sys.key, withHeaders)), scenarios: 'targets' },
+    { ...(await startBareNode(dir, sys.key)), scenarios: 'all' },
+  ];
   if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
 
   const scenarios: Scenario[] = [
@@ -195,6 +207,7 @@ async function main(): Promise<void> {
     '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
     '- two more reader processes on the same data show where its time goes: without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers), and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
+    "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads): what the contract's headers alone cost a Node server. Measured in the two scenarios with a target.",
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
     table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
@@ -217,18 +230,39 @@ function rawGet(url: string, headers: Record<string, string>): Promise<{ status:
   });
 }
 
+/** Per route (`/v1/files`, `/v1/data/NAME`, `/v1/data/NAME gzip`): the reader's response headers but those Node adds itself. */
+type ReplyHeaders = Record<string, Record<string, string>>;
+
+/** The headers the reader sends with one answer (as received: lower-case names). */
+function replyHeadersOf(url: string, headers: Record<string, string>): Promise<Record<string, string>> {
+  return new Promise((resolve, reject) => {
+    request(url, { headers }, (res) => {
+      res.resume();
+      const out: Record<string, string> = {};
+      for (const [k, v] of Object.entries(res.headers)) {
+        if (v === undefined || ['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length'].includes(k)) continue;
+        out[k] = Array.isArray(v) ? v.join(', ') : v;
+      }
+      res.on('end', () => resolve(out));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
 /**
  * The ceiling of any Node server here: node:http answering the same files from Buffers after a Map
  * lookup of the key, nothing else (no framework, no log, no limits), in a process of its own.
  */
-async function startBareNode(dir: string, key: string): Promise<Omit<Server, 'scenarios'>> {
-  const script = join(dir, 'bare-node.mjs');
+async function startBareNode(dir: string, key: string, replyHeaders?: ReplyHeaders): Promise<Omit<Server, 'scenarios'>> {
+  const script = join(dir, replyHeaders ? 'bare-node-headers.mjs' : 'bare-node.mjs');
   await writeFile(
     script,
     `import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 const www = ${JSON.stringify(join(dir, 'www'))};
 const keys = new Map([[${JSON.stringify(key)}, { id: 'bench' }]]);
+const replyHeaders = ${JSON.stringify(replyHeaders ?? {})};
 const routes = new Map([
   ['/v1/files', { identity: readFileSync(www + '/files.json') }],
   ['/v1/data/${BIG}', { identity: readFileSync(www + '/data/${BIG}'), gzip: readFileSync(www + '/data/${BIG}.gz') }],
@@ -239,8 +273,9 @@ const server = createServer((req, res) => {
   if (!route) return void res.writeHead(404).end();
   const gz = route.gzip !== undefined && (req.headers['accept-encoding'] ?? '').includes('gzip');
   const body = gz ? route.gzip : route.identity;
-  const headers = { 'content-type': 'application/json', 'content-length': body.length };
-  if (gz) headers['content-encoding'] = 'gzip';
+  const extra = replyHeaders[req.url + (gz ? ' gzip' : '')];
+  const headers = extra ? { ...extra, 'content-length': body.length } : { 'content-type': 'application/json', 'content-length': body.length };
+  if (gz && !extra) headers['content-encoding'] = 'gzip';
   res.writeHead(200, headers).end(body);
 });
 server.keepAliveTimeout = 72_000;
@@ -261,7 +296,10 @@ process.on('SIGTERM', () => server.close(() => process.exit(0)));
     if (i > 100) throw new Error('the bare node:http server did not start');
     await sleep(50);
   }
-  return { name: 'bare node:http (Buffers, key lookup; the ceiling of a Node server)', base, pids: () => [child.pid!] };
+  const name = replyHeaders
+    ? "bare node:http + the reader's response headers (the same 9–11 names and values, the rate-limit fields included; no hashing, no counting)"
+    : 'bare node:http (Buffers, key lookup; the ceiling of a Node server)';
+  return { name, base, pids: () => [child.pid!] };
 }
 
 async function startNginx(bin: string, dir: string): Promise<Omit<Server, 'scenarios'>> {
