@@ -5,12 +5,12 @@
  * `async: true` (the `start` command, when stdout is not a terminal): lines go through a buffered
  * asynchronous destination (pino.destination, sync: false) instead of one write(2) per line.
  * Request lines (REQUEST_LINE_MSG below warn, one per request: reader/request-log.ts) are written
- * in blocks of 4 KiB, or within a second when traffic is low; every other line is written at once
+ * in blocks of 16 KiB, or within a second when traffic is low; every other line is written at once
  * (asynchronously), so operational lines are not held back. Whatever is buffered is written
  * synchronously when the process exits, also on a crash (pino registers a flushSync on the
  * process 'exit' event for such destinations; pino.final is gone since pino 7), and
  * `logger.fatal` always writes synchronously. Only a SIGKILL or a power cut loses the buffer
- * (at most 4 KiB or one second of request lines). At an exit while an asynchronous write is under
+ * (at most 16 KiB or one second of request lines). At an exit while an asynchronous write is under
  * way, the last lines may come out before that write's (pino's exit handler cannot wait for it).
  */
 import { pino, type Logger, type LoggerOptions as PinoOptions } from 'pino';
@@ -33,7 +33,12 @@ export const REDACT_PATHS = [
 export const REQUEST_LINE_MSG = 'request';
 
 /** How much an asynchronous logger buffers, and how long at most (ms). */
-const ASYNC_MIN_LENGTH = 4096;
+// 16 KiB: each block is a write on the thread pool, and each wakes a pool thread. Against 4 KiB
+// blocks it took ~5 µs off a busy reader's ~55 µs per request (docs/BENCHMARKS.md, reader),
+// almost all in the kernel; 32 KiB gained nothing more.
+const ASYNC_MIN_LENGTH = 16 * 1024;
+/** sonic-boom's largest single write; its minLength must stay below it. */
+const ASYNC_MAX_WRITE = 64 * 1024;
 const ASYNC_FLUSH_EVERY_MS = 1000;
 const WARN = 40;
 /** pino writes a fatal line synchronously itself. */
@@ -88,7 +93,7 @@ function asyncLogger(base: PinoOptions): Logger {
   // appends lines to one string and takes that string's UTF-8 byte length on every write, so each
   // line cost a scan of everything still pending: ~1 µs of a busy reader's request line
   // (docs/BENCHMARKS.md, reader section).
-  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS, contentMode: 'buffer' });
+  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS, contentMode: 'buffer', maxWrite: ASYNC_MAX_WRITE });
   // A line that must not wait: write the buffer now, or, when a write is under way (flush does
   // nothing then), as soon as it is done.
   let wanted = false;
