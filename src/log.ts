@@ -32,14 +32,16 @@ export const REDACT_PATHS = [
 /** The message of the per-request line: the only lines an asynchronous logger holds back. */
 export const REQUEST_LINE_MSG = 'request';
 
-/** How much an asynchronous logger buffers, and how long at most (ms). */
-// 16 KiB: each block is a write on the thread pool, and each wakes a pool thread. Against 4 KiB
-// blocks it took ~5 µs off a busy reader's ~55 µs per request (docs/BENCHMARKS.md, reader),
-// almost all in the kernel; 32 KiB gained nothing more.
+/**
+ * How much an asynchronous logger buffers, and how long at most (ms). 16 KiB: each block is a
+ * write on the thread pool, and each wakes a pool thread; against blocks of 4 KiB it took ~5 µs
+ * off a busy reader's ~55 µs per request (docs/BENCHMARKS.md, summary of 2026-11-24), almost all
+ * in the kernel, and 32 KiB gained nothing more.
+ */
 const ASYNC_MIN_LENGTH = 16 * 1024;
+const ASYNC_FLUSH_EVERY_MS = 1000;
 /** sonic-boom's largest single write; its minLength must stay below it. */
 const ASYNC_MAX_WRITE = 64 * 1024;
-const ASYNC_FLUSH_EVERY_MS = 1000;
 const WARN = 40;
 /** pino writes a fatal line synchronously itself. */
 const FATAL = 60;
