@@ -103,7 +103,8 @@ export function createDocumentValidator(limits: DocumentLimits, schema?: object,
   const compiled = compileSchemaPlan(source);
   const threshold = limits.onePassMinBytes ?? DEFAULT_ONE_PASS_MIN_BYTES;
   const inOnePass = compiled.ok ? onePassReader(compiled.plan, limits.maxDepth) : null;
-  if (options.warmUp && inOnePass !== null) warmUp(inOnePass);
+  // (Nothing to warm up when no drop takes the one-pass path: `onePassMinBytes: Infinity`.)
+  if (options.warmUp && inOnePass !== null && Number.isFinite(threshold)) warmUp(inOnePass);
   return (check) => validateDocument(check, limits, inOnePass !== null && check.bytes.length >= threshold ? inOnePass : byAjv);
 }
 
