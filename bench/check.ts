@@ -86,7 +86,7 @@ async function validators(filename: string): Promise<{ onePass: Validate; ajv: V
   };
 }
 
-/** Median ms per call of `fn` over `n` calls, per round. */
+/** Mean ms per call of `fn` over `n` calls in a row (one round; the caller takes the median of rounds). */
 function timeOnce(fn: () => unknown, n: number): number {
   const t0 = performance.now();
   for (let i = 0; i < n; i++) fn();
@@ -119,7 +119,8 @@ for (let k = 0; k < Number(count); k++) {
   for (let j = 0; j < 2000; j++) junk.push({ j, s: 'x' + j });
   if (junk.length > 50_000) junk = [];
   // Every tenth gap, a full collection: what the memory reducer of a quiet worker does at some
-  // point in a pause (it did in every run of the first version of this bench, but when is its call).
+  // point in a pause. Left to the memory reducer alone, a run of this length may see none (one
+  // did), and then shows nothing.
   if (k % 10 === 9) globalThis.gc();
   const bytes = Buffer.from(template); // a drop of its own, as read from its claim
   const t = performance.now();
