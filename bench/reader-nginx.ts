@@ -99,8 +99,10 @@ async function main(): Promise<void> {
   const reader: Server = { name: 'reader (as deployed)', base: sys.readerUrl!, pids: () => [sys.reader!.pid], scenarios: 'all' };
   const errorsOnly = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' } });
   const errorsOnlyNoRate = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' }, plans: { pro: { allow: ['*'] } } });
+  const fastifyOnly = await writeConfig(sys.dataDir, { reader: { hot_path: false } });
   const variants: Server[] = [];
   for (const [name, env] of [
+    ['reader, `hot_path: false` (every request through Fastify)', { ODDSFILES_CONFIG: fastifyOnly }],
     ['reader, `request_log: errors` (no log line for a 200)', { ODDSFILES_CONFIG: errorsOnly }],
     ['reader, `request_log: errors`, plan without rate (no limit to count)', { ODDSFILES_CONFIG: errorsOnlyNoRate }],
   ] as const) {
@@ -204,10 +206,10 @@ async function main(): Promise<void> {
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/reader-nginx.ts${args.length ? ` ${args.join(' ')}` : ''}\`; load: ${wrkBin ? `wrk, 1 thread` : 'autocannon in the bench process'}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
-    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
-    '- two more reader processes on the same data show where its time goes: without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers), and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
+    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), its requests answered on the hot path (`reader.hot_path`, the default: src/reader/hot-path.ts), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
+    '- three more reader processes on the same data show where its time goes: every request through Fastify (`reader.hot_path: false`, the reader before 2026-11-24 noon); without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
-    "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads): what the contract's headers alone cost a Node server. Measured in the two scenarios with a target.",
+    "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads), handed to `writeHead` as one flat list as the hot path does: what the contract's headers alone cost a Node server. Measured in the two scenarios with a target.",
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
     table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
@@ -263,6 +265,8 @@ import { readFileSync } from 'node:fs';
 const www = ${JSON.stringify(join(dir, 'www'))};
 const keys = new Map([[${JSON.stringify(key)}, { id: 'bench' }]]);
 const replyHeaders = ${JSON.stringify(replyHeaders ?? {})};
+// [name, value, ...]: the form the hot path hands to writeHead.
+const flat = Object.fromEntries(Object.entries(replyHeaders).map(([k, h]) => [k, Object.entries(h).flat()]));
 const routes = new Map([
   ['/v1/files', { identity: readFileSync(www + '/files.json') }],
   ['/v1/data/${BIG}', { identity: readFileSync(www + '/data/${BIG}'), gzip: readFileSync(www + '/data/${BIG}.gz') }],
@@ -273,9 +277,10 @@ const server = createServer((req, res) => {
   if (!route) return void res.writeHead(404).end();
   const gz = route.gzip !== undefined && (req.headers['accept-encoding'] ?? '').includes('gzip');
   const body = gz ? route.gzip : route.identity;
-  const extra = replyHeaders[req.url + (gz ? ' gzip' : '')];
-  const headers = extra ? { ...extra, 'content-length': body.length } : { 'content-type': 'application/json', 'content-length': body.length };
-  if (gz && !extra) headers['content-encoding'] = 'gzip';
+  const extra = flat[req.url + (gz ? ' gzip' : '')];
+  if (extra) return void res.writeHead(200, [...extra, 'content-length', String(body.length)]).end(body);
+  const headers = { 'content-type': 'application/json', 'content-length': body.length };
+  if (gz) headers['content-encoding'] = 'gzip';
   res.writeHead(200, headers).end(body);
 });
 server.keepAliveTimeout = 72_000;

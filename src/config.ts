@@ -121,6 +121,11 @@ export interface Config {
      * `off` (none; failed requests are still logged as errors). See src/reader/request-log.ts.
      */
     readonly requestLog: RequestLogMode;
+    /**
+     * Answer the common case of /v1 (an authenticated GET that will be 200 or 304) on Node's
+     * request event, before Fastify (src/reader/hot-path.ts); off: every request goes through Fastify.
+     */
+    readonly hotPath: boolean;
   };
 }
 
@@ -155,7 +160,7 @@ export const DEFAULT_FILE_CONFIG = {
     carry_bytes_per_second: 16_777_216,
     sync_io_max_bytes: SYNC_IO_MAX_BYTES,
   },
-  reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' }, request_log: 'all' as RequestLogMode },
+  reader: { refresh: '30s', trust_proxy: false, auth_failures: { max: 20, per: '1m' }, request_log: 'all' as RequestLogMode, hot_path: true },
 } as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -385,6 +390,7 @@ function buildConfig(
       trustProxy: f.reader.trust_proxy,
       authFailures: { max: f.reader.auth_failures.max, perMs: dur(f.reader.auth_failures.per) },
       requestLog: f.reader.request_log,
+      hotPath: f.reader.hot_path,
     },
   };
 }
@@ -457,5 +463,6 @@ interface FileShape {
     trust_proxy: boolean | string | number;
     auth_failures: { max: number; per: string };
     request_log: RequestLogMode;
+    hot_path: boolean;
   };
 }

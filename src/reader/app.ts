@@ -10,6 +10,7 @@
  * exempt), and no stack trace or internal path in any answer.
  */
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { getHeapStatistics } from 'node:v8';
 import underPressure from '@fastify/under-pressure';
 import { fastify, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -21,14 +22,16 @@ import { REDACT_PATHS, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
 import { authHook, type AuthFailure } from './auth.js';
-import { dataHandler } from './data-route.js';
+import { createVariantPicker, dataHandler } from './data-route.js';
+import { clientIp, trustFunction } from './client-ip.js';
+import { createHotPath, type HotPath } from './hot-path.js';
 import { filesHandler } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
 import { attachEdgeHandlers, clientErrorHandler, errorHandler, notFoundHandler, requireHost } from './problem.js';
 import { rateLimitHook, type RateLimitCheck } from './rate-limit.js';
-import { ReaderLogController } from './request-log.js';
+import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
 
 /** When the process counts as overloaded (@fastify/under-pressure); 0 turns a check off. */
@@ -96,6 +99,11 @@ export interface ReaderAppDeps {
   readonly register?: (app: FastifyInstance) => Promise<void> | void;
   /** Told of every failed authentication (metrics). */
   readonly onAuthFailed?: ((reason: AuthFailure) => void) | undefined;
+  /**
+   * Told of every response the hot path answers (route pattern, method, status, ms), as
+   * registerOps's onResponse hook is told of Fastify's: pass the same counter (Metrics.httpResponse).
+   */
+  readonly onHotResponse?: ((route: string, method: string, status: number, durationMs: number) => void) | undefined;
   readonly pressure?: PressureLimits | undefined;
   readonly edge?: EdgeLimits | undefined;
 }
@@ -106,14 +114,17 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   const log = deps.log.child({ component: 'reader' }, { redact: { paths: REDACT_PATHS, censor: '[redacted]' } });
   const edge = { ...EDGE_DEFAULTS, ...deps.edge };
   const tls = config.http.tls;
+  // Shared with the hot path, so that both lanes name requests and clients alike.
+  const nextRequestId = createRequestIds();
+  const trust = trustFunction(config.reader.trustProxy);
   const app = fastify({
     loggerInstance: log,
     logController: new ReaderLogController(config.reader.requestLog),
     // No child logger per request (a measurable cost at this request rate): the one request
     // line and error lines carry reqId themselves.
     childLoggerFactory: (logger: FastifyBaseLogger) => logger,
-    // A number (hops) works at run time (proxy-addr); Fastify's types only name the other forms.
-    trustProxy: config.reader.trustProxy as boolean | string,
+    genReqId: nextRequestId,
+    trustProxy: trust ?? false,
     clientErrorHandler,
     frameworkErrors: errorHandler,
     // While draining, requests still get real answers: the data is in memory.
@@ -149,34 +160,93 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   app.addHook('onRequest', requireHost);
   await registerOpenApi(app);
   await registerPressure(app, deps.pressure, log);
+  // From the start of close() on, Fastify answers with `Connection: close` so that keep-alive
+  // clients move to another reader: the hot path then leaves every request to it. (Added before
+  // the hooks of `register`, so that it holds while theirs run.)
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
   if (deps.register) await deps.register(app);
 
   const limits = deps.limits
     ? await registerReaderLimits(app, { ...deps.limits, prefix: config.redis.prefix, authFailures: config.reader.authFailures, log })
     : undefined;
+  const marketplaces = createMarketplaceAuth(config.marketplaces, config.plans);
   const authenticate = authHook({
     ring: state.keys,
     isLoaded: state.loaded,
     onFailed: deps.onAuthFailed,
-    marketplaces: createMarketplaceAuth(config.marketplaces, config.plans),
+    marketplaces,
     gate: limits?.authFailures,
   });
   const rateLimit = rateLimitHook(deps.rateLimit ?? limits?.check);
   const lists = createFileLists(state.published);
+  const pick = createVariantPicker(state.published);
 
   app.get('/v1/files', { schema: FILES_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
   // A wildcard, so that every name (even one with `/` or `..`) goes through the checks in order.
   app.get<{ Params: { '*': string } }>(
     '/v1/data/*',
     { schema: DATA_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit },
-    dataHandler(state.published),
+    dataHandler(state.published, pick),
   );
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));
 
   await app.ready();
+  // The hot path needs to know the rate decision at once: not with a check of the caller's own.
+  if (config.reader.hotPath && !deps.rateLimit) {
+    const hot = createHotPath({
+      ring: state.keys,
+      isLoaded: state.loaded,
+      marketplaces,
+      anyLocked: limits?.authFailures.anyLocked,
+      checkNow: limits?.checkNow ?? (() => PASS),
+      published: state.published,
+      lists,
+      pick,
+      unavailable: () => closing || app.isUnderPressure(),
+      nextRequestId,
+      clientIp: clientIp(trust),
+      log,
+      minLoggedStatus: minLoggedStatus(config.reader.requestLog),
+      observe: deps.onHotResponse,
+    });
+    routeThroughHotPath(app, hot);
+  }
   return app;
+}
+
+const PASS = Object.freeze({ allowed: true });
+
+/**
+ * Put the hot path in front of Fastify's handler on the server's request event. Fastify gives its
+ * handler to the server it creates and adds no other request listener; anything else means this
+ * is not the server it was written for, and every request stays with Fastify.
+ */
+function routeThroughHotPath(app: FastifyInstance, hot: HotPath): void {
+  const server = app.server as unknown as Server;
+  const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (listeners.length !== 1) {
+    app.log.warn({ listeners: listeners.length }, 'the hot path is off: the server has an unexpected request listener');
+    return;
+  }
+  const fastifyHandler = listeners[0]!;
+  server.removeListener('request', fastifyHandler);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!hot.handle(req, res)) fastifyHandler(req, res);
+  });
+  hotPaths.set(app, hot);
+}
+
+const hotPaths = new WeakMap<FastifyInstance, HotPath>();
+
+/** How many requests the hot path of `app` has answered (undefined: it has none). */
+export function hotPathAnswered(app: FastifyInstance): number | undefined {
+  return hotPaths.get(app)?.answered;
 }
 
 /** 503 + Retry-After (problem+json) while the process is overloaded, except on exempt paths. */

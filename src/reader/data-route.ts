@@ -6,15 +6,24 @@
  * request of a version that accepts a coding waits for it to be made (a few ms, once per version
  * and coding); every other request is answered from memory at once.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HttpProblem } from '../errors.js';
+import { sendAnswer, type Answer } from './answer.js';
 import type { PublishedCache } from './cache.js';
 import { createCodingNegotiator, etagMatches, notModifiedSince, type CompressedCoding } from './encoding.js';
 import type { Variant, Version } from './version.js';
 
 export const CACHE_CONTROL = 'private, no-cache';
+/** The route of downloads: a wildcard, so that every name goes through the checks in order. */
+export const DATA_PREFIX = '/v1/data/';
+/** The longest filename the route takes (Fastify's maxParamLength): longer ones are 404. */
+export const MAX_NAME_LENGTH = 200;
 
-export function dataHandler(published: PublishedCache) {
+/** Chooses the representation of a version for an Accept-Encoding header (shared by both lanes). */
+export type VariantPicker = (version: Version, acceptEncoding: string | undefined) => Variant | Promise<Variant>;
+
+export function createVariantPicker(published: PublishedCache): VariantPicker {
   const negotiate = createCodingNegotiator();
 
   /** The compressed codings the client takes, in the order to try them. */
@@ -36,6 +45,22 @@ export function dataHandler(published: PublishedCache) {
     return version.identity;
   };
 
+  return (version, acceptEncoding) => pick(version, codings(acceptEncoding));
+}
+
+/** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */
+export function dataAnswer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Answer {
+  const inm = headers['if-none-match'];
+  const ims = headers['if-modified-since'];
+  if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
+    return { status: 304, headers: ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding'] };
+  }
+  const out = ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding', 'content-type', 'application/json'];
+  if (variant.coding !== 'identity') out.push('content-encoding', variant.coding);
+  return { status: 200, headers: out, body: variant.body };
+}
+
+export function dataHandler(published: PublishedCache, pick: VariantPicker = createVariantPicker(published)) {
   return function getData(request: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
     const name = request.params['*'];
     const principal = request.principal!;
@@ -47,26 +72,10 @@ export function dataHandler(published: PublishedCache) {
     }
     if (!principal.allows(name)) throw new HttpProblem('forbidden', 'This file is not on the allow-list of your key.');
 
-    const variant = pick(version, codings(request.headers['accept-encoding']));
-    if (variant instanceof Promise) return variant.then((v) => respond(request, reply, version, v));
-    return respond(request, reply, version, variant);
+    const variant = pick(version, request.headers['accept-encoding']);
+    if (variant instanceof Promise) return variant.then((v) => sendAnswer(reply, dataAnswer(version, v, request.headers)));
+    return sendAnswer(reply, dataAnswer(version, variant, request.headers));
   };
-
-  function respond(request: FastifyRequest, reply: FastifyReply, version: Version, variant: Variant): FastifyReply {
-    const headers = request.headers;
-    reply.header('etag', variant.etag);
-    reply.header('last-modified', version.lastModified);
-    reply.header('cache-control', CACHE_CONTROL);
-    reply.header('vary', 'Accept-Encoding');
-    const inm = headers['if-none-match'];
-    const ims = headers['if-modified-since'];
-    if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
-      return reply.code(304).send();
-    }
-    reply.header('content-type', 'application/json');
-    if (variant.coding !== 'identity') reply.header('content-encoding', variant.coding);
-    return reply.send(variant.body);
-  }
 }
 
 const NONE: readonly CompressedCoding[] = [];

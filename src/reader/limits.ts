@@ -59,6 +59,8 @@ export interface ReaderLimitsDeps {
 
 /** The address lockout after failed authentications. */
 export interface AuthFailureGate {
+  /** True when some address is locked out (as far as this reader knows): then `locked` must be asked. */
+  anyLocked(): boolean;
   /** Before serving a request with valid credentials: seconds to wait when its address is locked out. */
   locked(request: FastifyRequest): number | undefined;
   /** Count one failed authentication; seconds to wait when the address is now over its limit. Never rejects. */
@@ -68,6 +70,12 @@ export interface AuthFailureGate {
 export interface ReaderLimits {
   /** The plan limit (the reader's rate-limit hook calls it after authentication). */
   readonly check: RateLimitCheck;
+  /**
+   * The plan limit when it can be decided at once and allows the request (a principal without a
+   * rate, or a token held by this reader): the decision, counted. Otherwise undefined, with
+   * nothing counted: `check` decides (the hot path falls back to it).
+   */
+  readonly checkNow: (principal: Principal) => RateDecision | undefined;
   readonly authFailures: AuthFailureGate;
 }
 
@@ -204,6 +212,13 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     );
   };
 
+  const checkNow = (principal: Principal): RateDecision | undefined => {
+    const rate = principal.rate;
+    if (rate === undefined) return PASS;
+    const t = leases.takeHeld(principal.rateKey, rate.max);
+    return t === undefined ? undefined : decide(principal, policyOf(principal, rate), t);
+  };
+
   // Locked-out addresses and until when, learnt from this reader's failures and from the others'
   // announcements: a request with a valid key is checked against this map only.
   const lockedUntil = new Map<string, number>();
@@ -253,6 +268,7 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
   }
 
   const authFailures: AuthFailureGate = {
+    anyLocked: () => lockedUntil.size > 0,
     locked(request) {
       // Nobody locked out (the usual case): no need to normalise the address (an IPv6 regex).
       if (lockedUntil.size === 0) return undefined;
@@ -285,7 +301,7 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     },
   };
 
-  return { check, authFailures };
+  return { check, checkNow, authFailures };
 }
 
 const UNAVAILABLE_METRIC = 'oddsfiles_rate_limit_unavailable_total';

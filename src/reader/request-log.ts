@@ -13,13 +13,34 @@ import type { RequestLogMode } from '../config.js';
 import { scrubKeys } from '../keys/secret.js';
 import { REQUEST_LINE_MSG } from '../log.js';
 
+/**
+ * Request ids as Fastify makes them by default (`req-1`, `req-2`, ... in base 36, wrapping at
+ * 2^31), from one counter that Fastify (genReqId) and the hot path share.
+ */
+export function createRequestIds(): () => string {
+  let next = 0;
+  return () => {
+    next = (next + 1) & 0x7fffffff;
+    return `req-${next.toString(36)}`;
+  };
+}
+
+/** Responses below this status get no line (a request that failed with an error always gets one). */
+export function minLoggedStatus(mode: RequestLogMode = 'all'): number {
+  return mode === 'all' ? 0 : mode === 'errors' ? 400 : Number.POSITIVE_INFINITY;
+}
+
+/** The fields of the request line, in the same order from either lane (Fastify or the hot path). */
+export function requestLine(reqId: string, method: string, url: string, status: number, elapsedMs: number, keyId: string | undefined, ip: string | undefined) {
+  return { reqId, method, url: scrubKeys(url), status, ms: Math.round(elapsedMs * 100) / 100, keyId, ip };
+}
+
 export class ReaderLogController extends LogController {
-  /** Responses below this status get no line. */
   private readonly minStatus: number;
 
   constructor(mode: RequestLogMode = 'all') {
     super();
-    this.minStatus = mode === 'all' ? 0 : mode === 'errors' ? 400 : Number.POSITIVE_INFINITY;
+    this.minStatus = minLoggedStatus(mode);
   }
 
   override incomingRequest(): void {}
@@ -28,15 +49,7 @@ export class ReaderLogController extends LogController {
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (!error && reply.statusCode < this.minStatus) return;
-    const line = {
-      reqId: request.id,
-      method: request.method,
-      url: scrubKeys(request.url),
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 100) / 100,
-      keyId: request.principal?.id,
-      ip: request.ip,
-    };
+    const line = requestLine(request.id, request.method, request.url, reply.statusCode, reply.elapsedTime, request.principal?.id, request.ip);
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     // REQUEST_LINE_MSG: an asynchronous logger (log.ts) buffers these lines, and only these.
     else reply.log.info(line, REQUEST_LINE_MSG);
