@@ -8,7 +8,7 @@
  * no hook chain, headers handed to Node as one flat list.
  *
  * It answers only when every check passes at once, and it takes nothing before it knows it will
- * answer: anything else (HEAD and other methods, HTTP/2, no Host, a failed or marketplace-refused
+ * answer: anything else (HEAD and other methods, a body, HTTP/2, no Host, a failed or marketplace-refused
  * credential, an address locked out, a rate that needs Redis or is used up, a name that is not
  * published or not allowed, a representation still being compressed, an overloaded or closing
  * process) goes to Fastify untouched, which answers it as it always has. What it sends is what
@@ -84,7 +84,10 @@ export function createHotPath(deps: HotPathDeps): HotPath {
   return {
     handle(req, res) {
       const start = performance.now();
-      if (req.method !== 'GET' || req.httpVersionMajor !== 1 || req.headers.host === undefined) return false;
+      const h = req.headers;
+      if (req.method !== 'GET' || req.httpVersionMajor !== 1 || h.host === undefined) return false;
+      // A GET with a body is Fastify's to read (and to refuse over its body limit).
+      if ((h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined) return false;
       const url = req.url!;
       let route: string;
       let name: string | undefined;

@@ -36,7 +36,7 @@ import type { Principal } from '../keys/ring.js';
 import type { Logger } from '../log.js';
 import { createTokenLeases, type Take } from './lease.js';
 import { redisLease } from './lease-script.js';
-import type { RateDecision, RateLimitCheck } from './rate-limit.js';
+import { ALLOWED, type RateDecision, type RateLimitCheck } from './rate-limit.js';
 
 export type LimitScope = 'key' | 'subscriber' | 'auth_failures';
 
@@ -93,7 +93,6 @@ interface PolicyHeaders {
   readonly degraded: Readonly<Record<string, string>>;
 }
 
-const PASS: RateDecision = Object.freeze({ allowed: true });
 /** How long Redis is left alone after a failed rate-limit command. */
 const BREAK_MS = 1000;
 const RESTING = new Error('Redis did not answer a moment ago; checking again shortly');
@@ -199,7 +198,7 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
 
   const check: RateLimitCheck = (principal) => {
     const rate = principal.rate;
-    if (rate === undefined) return PASS;
+    if (rate === undefined) return ALLOWED;
     const p = policyOf(principal, rate);
     const t = leases.take(principal.rateKey, rate.max, rate.perMs);
     if (!(t instanceof Promise)) return decide(principal, p, t);
@@ -214,7 +213,7 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
 
   const checkNow = (principal: Principal): RateDecision | undefined => {
     const rate = principal.rate;
-    if (rate === undefined) return PASS;
+    if (rate === undefined) return ALLOWED;
     const t = leases.takeHeld(principal.rateKey, rate.max);
     return t === undefined ? undefined : decide(principal, policyOf(principal, rate), t);
   };

@@ -17,6 +17,9 @@ export interface RateDecision {
   readonly detail?: string;
 }
 
+/** The decision for a principal without a rate: allowed, no headers. */
+export const ALLOWED: RateDecision = Object.freeze({ allowed: true });
+
 /** Counts one request of a principal; resolves whether it may go on. */
 export type RateLimitCheck = (principal: Principal, request: FastifyRequest) => RateDecision | Promise<RateDecision>;
 
