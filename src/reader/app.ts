@@ -22,10 +22,10 @@ import { REDACT_PATHS, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
 import { authHook, type AuthFailure } from './auth.js';
-import { createVariantPicker, dataHandler } from './data-route.js';
+import { createVariantPicker, DATA_ROUTE, dataHandler, MAX_NAME_LENGTH } from './data-route.js';
 import { clientIp, trustFunction } from './client-ip.js';
 import { createHotPath, type HotPath } from './hot-path.js';
-import { filesHandler } from './files-route.js';
+import { FILES_PATH, filesHandler } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
@@ -130,7 +130,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     // While draining, requests still get real answers: the data is in memory.
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
-    routerOptions: { maxParamLength: 200 },
+    routerOptions: { maxParamLength: MAX_NAME_LENGTH },
     connectionTimeout: edge.connectionTimeoutMs,
     keepAliveTimeout: edge.keepAliveTimeoutMs,
     requestTimeout: edge.requestTimeoutMs,
@@ -185,10 +185,10 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   const lists = createFileLists(state.published);
   const pick = createVariantPicker(state.published);
 
-  app.get('/v1/files', { schema: FILES_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
+  app.get(FILES_PATH, { schema: FILES_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
   // A wildcard, so that every name (even one with `/` or `..`) goes through the checks in order.
   app.get<{ Params: { '*': string } }>(
-    '/v1/data/*',
+    DATA_ROUTE,
     { schema: DATA_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit },
     dataHandler(state.published, pick),
   );

@@ -17,6 +17,8 @@ import type { Variant, Version } from './version.js';
 export const CACHE_CONTROL = 'private, no-cache';
 /** The route of downloads: a wildcard, so that every name goes through the checks in order. */
 export const DATA_PREFIX = '/v1/data/';
+/** The route's pattern (Fastify's routeOptions.url, the metrics' route label). */
+export const DATA_ROUTE = `${DATA_PREFIX}*`;
 /** The longest filename the route takes (Fastify's maxParamLength): longer ones are 404. */
 export const MAX_NAME_LENGTH = 200;
 

@@ -28,14 +28,10 @@ import type { FileLists } from './allow.js';
 import type { Answer } from './answer.js';
 import { API_KEY_HEADER } from './auth.js';
 import type { PublishedCache } from './cache.js';
-import { DATA_PREFIX, dataAnswer, MAX_NAME_LENGTH, type VariantPicker } from './data-route.js';
+import { DATA_PREFIX, DATA_ROUTE, dataAnswer, MAX_NAME_LENGTH, type VariantPicker } from './data-route.js';
 import { FILES_PATH, filesAnswer } from './files-route.js';
 import type { RateDecision } from './rate-limit.js';
 import { requestLine } from './request-log.js';
-
-/** The route patterns the metrics count these requests under (as Fastify's routeOptions.url). */
-export const FILES_ROUTE = FILES_PATH;
-export const DATA_ROUTE = `${DATA_PREFIX}*`;
 
 export interface HotPathDeps {
   readonly ring: KeyRing;
@@ -91,7 +87,7 @@ export function createHotPath(deps: HotPathDeps): HotPath {
       const url = req.url!;
       let route: string;
       let name: string | undefined;
-      if (url === FILES_PATH) route = FILES_ROUTE;
+      if (url === FILES_PATH) route = FILES_PATH;
       else if (url.startsWith(DATA_PREFIX) && url.length > DATA_PREFIX.length && url.length - DATA_PREFIX.length <= MAX_NAME_LENGTH) {
         route = DATA_ROUTE;
         name = url.slice(DATA_PREFIX.length);
