@@ -62,7 +62,7 @@ export function dataAnswer(version: Version, variant: Variant, headers: Incoming
   return { status: 200, headers: out, body: variant.body };
 }
 
-export function dataHandler(published: PublishedCache, pick: VariantPicker = createVariantPicker(published)) {
+export function dataHandler(published: PublishedCache, pick: VariantPicker) {
   return function getData(request: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
     const name = request.params['*'];
     const principal = request.principal!;

@@ -1,12 +1,14 @@
 /**
  * Fastify's request logging, reduced to one line per request written when the response is done:
  * method, URL (anything key-shaped scrubbed), status, time, key id. Never the key: the headers
- * are not logged, and the logger redacts X-API-Key (REDACT_PATHS) should anything log them.
+ * are not logged, and the logger redacts X-API-Key (REDACT_PATHS) should anything log them. The
+ * hot path (hot-path.ts) writes the same line for the requests it answers (requestLine,
+ * minLoggedStatus, and the request ids of createRequestIds, which Fastify uses too).
  *
  * `reader.request_log` chooses which requests get that line: `all`, `errors` (responses of 400 and
  * up: refusals, unknown files, overload) or `off`. A request that failed with an error is logged
- * whatever the setting. The line costs a busy reader 6–17 µs of its 37–60 µs per request
- * (docs/BENCHMARKS.md); the metrics count every response anyway.
+ * whatever the setting. The line costs a busy reader 6–11 µs of its 36–52 µs per request
+ * (docs/BENCHMARKS.md, 2026-11-24); the metrics count every response anyway.
  */
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { RequestLogMode } from '../config.js';
