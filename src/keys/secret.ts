@@ -1,8 +1,8 @@
 /**
- * API key material: generation, hashing and constant-time comparison. A key is `odf_` followed by
- * 32 random bytes in base64url (256 bits); only its SHA-256 is ever stored.
+ * API key material: generation and hashing. A key is `odf_` followed by 32 random bytes in
+ * base64url (256 bits); only its SHA-256 is ever stored, and keys are looked up by it.
  */
-import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 export const KEY_PREFIX = 'odf_';
 /** Length of a key: the prefix plus 43 base64url characters. */
@@ -28,11 +28,6 @@ export function hashApiKey(key: string): Buffer {
 /** SHA-256 of the key in hex: how it is stored, and how the reader looks it up. */
 export function hashApiKeyHex(key: string): string {
   return hash('sha256', key, 'hex');
-}
-
-/** Compare two key hashes in constant time. */
-export function hashesEqual(a: Buffer, b: Buffer): boolean {
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** Replace anything key-shaped in a text (for log lines). */

@@ -9,7 +9,7 @@ import type { Plan } from '../config.js';
 import { NotFoundError, OddsfilesError, UsageError } from '../errors.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { patternProblem } from './patterns.js';
-import { generateApiKey, hashApiKey, hashesEqual } from './secret.js';
+import { generateApiKey, hashApiKey } from './secret.js';
 import type { KeyChange, KeyRecord } from './types.js';
 
 export interface CreateKeyInput {
@@ -42,7 +42,7 @@ export interface KeyStore {
   list(): Promise<KeyRecord[]>;
   /** Revoke by id, or by the name of a key that is not revoked. NotFoundError when none matches. */
   revoke(idOrName: string): Promise<RevokeResult>;
-  /** The record of a key that is valid now (not revoked), compared in constant time. */
+  /** The record of a key that is valid now (not revoked), looked up by its SHA-256. */
   verify(key: string): Promise<KeyRecord | undefined>;
   loadAll(): Promise<KeySet>;
 }
@@ -172,10 +172,9 @@ export function createKeyStore(deps: KeyStoreDeps): KeyStore {
     },
 
     async verify(key) {
-      const digest = hashApiKey(key);
-      const hex = digest.toString('hex');
-      const id = await redis.hget(keys.apiKeyHashes, hex);
-      if (id === null || !hashesEqual(Buffer.from(hex, 'hex'), digest)) return undefined;
+      // Looked up by the key's SHA-256 (see ring.ts: a hit is a match).
+      const id = await redis.hget(keys.apiKeyHashes, hashApiKey(key).toString('hex'));
+      if (id === null) return undefined;
       const json = await redis.hget(keys.apiKeys, id);
       const record = json === null ? undefined : parseRecord(json);
       return record && record.revoked_at === null ? record : undefined;
