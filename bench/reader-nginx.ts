@@ -14,7 +14,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import {
@@ -41,6 +40,7 @@ import {
   writeDocSection,
   numberArg,
 } from './common.js';
+import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode } from './bare-node.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
@@ -125,40 +125,22 @@ async function main(): Promise<void> {
 
   // The exact bytes the reader answers, as static files for nginx.
   const dir = await tempDir('nginx');
-  const www = join(dir, 'www');
-  await mkdir(join(www, 'data'), { recursive: true });
-  const fetchBytes = async (path: string, headers: Record<string, string>) => {
-    const r = await fetch(`${reader.base}${path}`, { headers: { 'x-api-key': sys.key, ...headers } });
-    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status}`);
-    return { bytes: Buffer.from(await r.arrayBuffer()), encoding: r.headers.get('content-encoding') };
-  };
-  const files = await fetchBytes('/v1/files', {});
-  const identity = await fetchBytes(`/v1/data/${BIG}`, { 'accept-encoding': 'identity' });
-  // fetch() would decode a gzip body: ask node:http for the raw bytes instead.
-  const gz = await rawGet(`${reader.base}/v1/data/${BIG}`, { 'x-api-key': sys.key, 'accept-encoding': 'gzip' });
-  if (gz.encoding !== 'gzip') throw new Error('the reader did not answer gzip');
-  await writeFile(join(www, 'files.json'), files.bytes);
-  await writeFile(join(www, 'data', BIG), identity.bytes);
-  await writeFile(join(www, 'data', `${BIG}.gz`), gz.bytes);
+  const site = await saveSite(dir, reader.base, sys.key, BIG);
 
   // What the contract's headers alone cost a Node server: the bare server sending the reader's own.
-  const withHeaders: ReplyHeaders = {
-    '/v1/files': await replyHeadersOf(`${reader.base}/v1/files`, { 'x-api-key': sys.key }),
-    [`/v1/data/${BIG}`]: await replyHeadersOf(`${reader.base}/v1/data/${BIG}`, { 'x-api-key': sys.key, 'accept-encoding': 'identity' }),
-    [`/v1/data/${BIG} gzip`]: await replyHeadersOf(`${reader.base}/v1/data/${BIG}`, { 'x-api-key': sys.key, 'accept-encoding': 'gzip' }),
-  };
+  const withHeaders = await captureReplyHeaders(reader.base, sys.key, BIG);
   const servers: Server[] = [
     reader,
     ...variants,
-    { ...(await startBareNode(dir, sys.key, withHeaders)), scenarios: 'targets' },
-    { ...(await startBareNode(dir, sys.key)), scenarios: 'all' },
+    bareServer(await startBareNode(dir, sys.key, BIG, withHeaders), 'targets'),
+    bareServer(await startBareNode(dir, sys.key, BIG), 'all'),
   ];
   if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
 
   const scenarios: Scenario[] = [
-    { name: `GET /v1/data, ${Math.round(identity.bytes.length / 1024)} KB, gzip (${Math.round(gz.bytes.length / 1024)} KB sent)`, path: `/v1/data/${BIG}`, headers: { 'accept-encoding': 'gzip' }, target: 0.5 },
-    { name: `GET /v1/files (${files.bytes.length} B)`, path: '/v1/files', headers: {}, target: 0.5 },
-    { name: `GET /v1/data, ${Math.round(identity.bytes.length / 1024)} KB, identity`, path: `/v1/data/${BIG}`, headers: {} },
+    { name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, gzip (${Math.round(site.gzip.length / 1024)} KB sent)`, path: `/v1/data/${BIG}`, headers: { 'accept-encoding': 'gzip' }, target: 0.5 },
+    { name: `GET /v1/files (${site.files.length} B)`, path: '/v1/files', headers: {}, target: 0.5 },
+    { name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, identity`, path: `/v1/data/${BIG}`, headers: {} },
   ];
   // Same bytes from both (checked once per scenario).
   for (const s of scenarios) {
@@ -218,93 +200,9 @@ async function main(): Promise<void> {
   if (WRITE_DOC) await writeDocSection('reader-nginx', out);
 }
 
-function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; bytes: Buffer; encoding: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    import('node:http')
-      .then(({ get }) => {
-        get(url, { headers }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes: Buffer.concat(chunks), encoding: res.headers['content-encoding'] }));
-        }).on('error', reject);
-      })
-      .catch(reject);
-  });
-}
-
-/** Per route (`/v1/files`, `/v1/data/NAME`, `/v1/data/NAME gzip`): the reader's response headers but those Node adds itself. */
-type ReplyHeaders = Record<string, Record<string, string>>;
-
-/** The headers the reader sends with one answer (as received: lower-case names). */
-function replyHeadersOf(url: string, headers: Record<string, string>): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    request(url, { headers }, (res) => {
-      res.resume();
-      const out: Record<string, string> = {};
-      for (const [k, v] of Object.entries(res.headers)) {
-        if (v === undefined || ['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length'].includes(k)) continue;
-        out[k] = Array.isArray(v) ? v.join(', ') : v;
-      }
-      res.on('end', () => resolve(out));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
-
-/**
- * The ceiling of any Node server here: node:http answering the same files from Buffers after a Map
- * lookup of the key, nothing else (no framework, no log, no limits), in a process of its own.
- */
-async function startBareNode(dir: string, key: string, replyHeaders?: ReplyHeaders): Promise<Omit<Server, 'scenarios'>> {
-  const script = join(dir, replyHeaders ? 'bare-node-headers.mjs' : 'bare-node.mjs');
-  await writeFile(
-    script,
-    `import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
-const www = ${JSON.stringify(join(dir, 'www'))};
-const keys = new Map([[${JSON.stringify(key)}, { id: 'bench' }]]);
-const replyHeaders = ${JSON.stringify(replyHeaders ?? {})};
-// [name, value, ...]: the form the hot path hands to writeHead.
-const flat = Object.fromEntries(Object.entries(replyHeaders).map(([k, h]) => [k, Object.entries(h).flat()]));
-const routes = new Map([
-  ['/v1/files', { identity: readFileSync(www + '/files.json') }],
-  ['/v1/data/${BIG}', { identity: readFileSync(www + '/data/${BIG}'), gzip: readFileSync(www + '/data/${BIG}.gz') }],
-]);
-const server = createServer((req, res) => {
-  if (!keys.has(req.headers['x-api-key'])) return void res.writeHead(401).end();
-  const route = routes.get(req.url);
-  if (!route) return void res.writeHead(404).end();
-  const gz = route.gzip !== undefined && (req.headers['accept-encoding'] ?? '').includes('gzip');
-  const body = gz ? route.gzip : route.identity;
-  const extra = flat[req.url + (gz ? ' gzip' : '')];
-  if (extra) return void res.writeHead(200, [...extra, 'content-length', String(body.length)]).end(body);
-  const headers = { 'content-type': 'application/json', 'content-length': body.length };
-  if (gz) headers['content-encoding'] = 'gzip';
-  res.writeHead(200, headers).end(body);
-});
-server.keepAliveTimeout = 72_000;
-server.listen(Number(process.argv[2]), '127.0.0.1');
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
-`,
-  );
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [script, String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
-  onCleanup(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; !(await fetch(`${base}/v1/files`, { headers: { 'x-api-key': key } }).then((r) => r.ok, () => false)); i++) {
-    if (i > 100) throw new Error('the bare node:http server did not start');
-    await sleep(50);
-  }
-  const name = replyHeaders
-    ? "bare node:http + the reader's response headers (the same 9–11 names and values, the rate-limit fields included; no hashing, no counting)"
-    : 'bare node:http (Buffers, key lookup; the ceiling of a Node server)';
-  return { name, base, pids: () => [child.pid!] };
+/** A bare node:http server (bench/bare-node.ts) as one of the servers measured. */
+function bareServer(bare: BareNode, scenarios: Server['scenarios']): Server {
+  return { name: bare.name, base: bare.base, pids: () => [bare.pid], scenarios };
 }
 
 async function startNginx(bin: string, dir: string): Promise<Omit<Server, 'scenarios'>> {

@@ -4,14 +4,17 @@
  * profile's self time summed by function and by package. The tool for item 1 of "What to change
  * next" in docs/BENCHMARKS.md; it prints and writes nothing else.
  *
- *   npx tsx bench/reader-profile.ts [--duration 8] [--connections 32] [--path files|gzip|identity] [--top 30] [--request-log all|errors|off] [--no-rate] [--perf]
+ *   npx tsx bench/reader-profile.ts [--duration 8] [--connections 32] [--path files|gzip|identity] [--top 30] [--request-log all|errors|off] [--no-rate] [--perf] [--bare]
  *
  * `--request-log` and `--no-rate` profile a reader with `reader.request_log` set, or with a plan
  * without a rate (nothing to count). `--perf` profiles with Linux perf instead of V8 (the reader
  * under `--perf-basic-prof`, `perf record -g` while wrk runs): the kernel's side included, and no
  * over-counting of system calls; it prints the CPU per request split by component (each sample
  * charged to the innermost frame of its stack that names one: the request log, metrics, the key,
- * the plan limit, Node's HTTP code, the kernel's...) and perf's self time by symbol.
+ * the plan limit, Node's HTTP code, the kernel's...) and perf's self time by symbol. `--bare`
+ * profiles, the same way, the bare node:http server of bench/reader-nginx.ts sending the reader's
+ * bytes and response headers (bench/bare-node.ts) instead of the reader: side by side, the two
+ * tables show what the reader adds to each part, Node's own included.
  *
  * Needs wrk (Debian: `apt-get install -y wrk`), and for `--perf` perf (`linux-perf`). The raw
  * profile stays in the run's folder with BENCH_KEEP=1 (a V8 one opens in Chrome DevTools →
@@ -40,6 +43,7 @@ import {
   which,
   writeConfig,
 } from './common.js';
+import { captureReplyHeaders, saveSite, startBareNode } from './bare-node.js';
 
 const args = process.argv.slice(2);
 const DURATION = numberArg('duration', 8, args);
@@ -52,6 +56,7 @@ const REQUEST_LOG = args.includes('--request-log') ? args[args.indexOf('--reques
 if (!['all', 'errors', 'off'].includes(REQUEST_LOG!)) throw new Error(`--request-log takes all, errors or off, not "${REQUEST_LOG}"`);
 const NO_RATE = args.includes('--no-rate');
 const PERF = args.includes('--perf');
+const BARE = args.includes('--bare');
 const BIG = 'site_pregame_northwind_soccer.json';
 
 async function main(): Promise<void> {
@@ -86,31 +91,41 @@ async function main(): Promise<void> {
   }
   poller.close();
 
-  log('the reader holds the file; loading it with wrk');
+  // The process profiled: the reader, or (`--bare`) the bare server on the reader's bytes and headers.
+  let profiled: { readonly pid: number; readonly base: string; stop(): Promise<void> } = { pid: reader.pid, base, stop: () => reader.stop() };
+  if (BARE) {
+    const dir = join(sys.dataDir, 'bare');
+    await saveSite(dir, base, sys.key, BIG);
+    const bare = await startBareNode(dir, sys.key, BIG, await captureReplyHeaders(base, sys.key, BIG), nodeArgs);
+    await reader.stop();
+    profiled = bare;
+    log("the bare node:http server holds the reader's bytes and headers; loading it with wrk");
+  } else log('the reader holds the file; loading it with wrk');
   const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
   const headers = ['-H', `x-api-key: ${sys.key}`, ...(PATH === 'gzip' ? ['-H', 'accept-encoding: gzip'] : [])];
-  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d2s', ...headers, `${base}${target}`]); // warm-up (JIT)
+  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d2s', ...headers, `${profiled.base}${target}`]); // warm-up (JIT)
   const perfData = join(sys.dataDir, 'perf.data');
   // perf samples the reader for the run's length; it starts a moment before wrk and stops with it.
-  const recorder = perf ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(reader.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' }) : undefined;
+  const recorder = perf ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(profiled.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' }) : undefined;
   const recorded = recorder ? new Promise<void>((r) => recorder.once('exit', () => r())) : Promise.resolve();
-  const cpu0 = cpuSplitMs(reader.pid);
-  const wrkRun = spawn(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers, `${base}${target}`]);
+  const cpu0 = cpuSplitMs(profiled.pid);
+  const wrkRun = spawn(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers, `${profiled.base}${target}`]);
   let out = '';
   wrkRun.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
   await new Promise<void>((r) => wrkRun.once('exit', () => r()));
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
   const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
-  const cpu1 = cpuSplitMs(reader.pid);
+  const cpu1 = cpuSplitMs(profiled.pid);
   await recorded;
-  await reader.stop();
+  await profiled.stop();
 
   const userUs = ((cpu1.user - cpu0.user) * 1000) / (requests || 1);
   const sysUs = ((cpu1.system - cpu0.system) * 1000) / (requests || 1);
-  const setup = `request_log: ${REQUEST_LOG}${NO_RATE ? ', plan without rate' : ''}`;
+  const setup = BARE ? "bare node:http with the reader's bytes and headers" : `request_log: ${REQUEST_LOG}${NO_RATE ? ', plan without rate' : ''}`;
+  const who = BARE ? 'the bare server' : 'the reader';
   if (perf) {
     process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`);
-    process.stdout.write(`CPU of the reader over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`);
+    process.stdout.write(`CPU of ${who} over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`);
     const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], { encoding: 'utf8', maxBuffer: 64 << 20 });
     const lines = report.stdout.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).slice(0, TOP);
     const total = userUs + sysUs;
@@ -137,7 +152,7 @@ async function main(): Promise<void> {
   // apart (a sample taken in a system call is charged to the native function that made it, and
   // samples are delivered late, at the call's return, so that function is over-counted).
   process.stdout.write(
-    `CPU of the reader over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel. The profile below over-counts the native function of a system call (writev above all); for the kernel side use Linux perf: \`perf record -g -p PID\` with the reader started under \`--perf-basic-prof\` (docs/BENCHMARKS.md, reader section).\n\n`,
+    `CPU of ${who} over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel. The profile below over-counts the native function of a system call (writev above all); for the kernel side use Linux perf: \`perf record -g -p PID\` with the reader started under \`--perf-basic-prof\` (docs/BENCHMARKS.md, reader section).\n\n`,
   );
   process.stdout.write(table(['package / module', 'self', 'µs / request'], rows(groups.slice(0, 20))));
   process.stdout.write('\n\n');
