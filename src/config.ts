@@ -39,7 +39,12 @@ export interface Plan {
 export interface Marketplace {
   readonly name: string;
   readonly secretHeader: string;
-  readonly secret: string;
+  /**
+   * The proxy secret. Undefined only when loaded with `optionalSecrets` and its `secret_env` is
+   * not set; `missingSecret` then holds the error a reader must raise.
+   */
+  readonly secret: string | undefined;
+  readonly missingSecret?: ConfigError;
   readonly userHeader: string;
   readonly planHeader: string;
   readonly plans: Readonly<Record<string, string>>;
@@ -168,6 +173,13 @@ type Env = Readonly<Record<string, string | undefined>>;
 export interface LoadOptions {
   env?: Env;
   cwd?: string;
+  /**
+   * A marketplace whose `secret_env` is not set loads with no secret instead of failing: for the
+   * commands that serve no marketplace traffic (every one but a reader), so that `keys list` or a
+   * worker does not need the reader's secret. The reader refuses such a configuration
+   * (requireMarketplaceSecrets).
+   */
+  optionalSecrets?: boolean;
 }
 
 /** Load, validate and freeze the configuration. Throws ConfigError naming the file and path. */
@@ -178,7 +190,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const fileConfig = configFile ? readConfigFile(configFile) : {};
   const merged = mergeFileConfig(fileConfig);
   validateFileConfig(merged, configFile);
-  return deepFreeze(buildConfig(env, cwd, merged, configFile));
+  return deepFreeze(buildConfig(env, cwd, merged, configFile, options.optionalSecrets ?? false));
+}
+
+/** Throws the ConfigError of the first marketplace loaded without its secret (optionalSecrets). */
+export function requireMarketplaceSecrets(config: Config): void {
+  for (const m of config.marketplaces) if (m.secret === undefined) throw m.missingSecret ?? new ConfigError(config.configFile, 'marketplaces', `${m.name}: no secret`);
 }
 
 function findConfigFile(env: Env, cwd: string): string | undefined {
@@ -273,6 +290,7 @@ function buildConfig(
   cwd: string,
   file: Record<string, unknown>,
   configFile: string | undefined,
+  optionalSecrets: boolean,
 ): Config {
   // The schema has been checked: the casts below only name shapes it guarantees.
   const f = file as unknown as FileShape;
@@ -300,9 +318,13 @@ function buildConfig(
 
   const marketplaces = f.marketplaces.map((m, i): Marketplace => {
     let secret = m.secret;
+    let missingSecret: ConfigError | undefined;
     if (secret === undefined) {
-      secret = env[m.secret_env as string];
-      if (!secret) throw where(`marketplaces[${i}].secret_env`, `environment variable ${m.secret_env} is not set`);
+      secret = env[m.secret_env as string] || undefined;
+      if (secret === undefined) {
+        missingSecret = where(`marketplaces[${i}].secret_env`, `environment variable ${m.secret_env} is not set`);
+        if (!optionalSecrets) throw missingSecret;
+      }
     }
     for (const [theirs, ours] of Object.entries(m.plans)) {
       if (!plans[ours]) throw where(`marketplaces[${i}].plans.${theirs}`, `no plan named "${ours}"`);
@@ -311,6 +333,7 @@ function buildConfig(
       name: m.name,
       secretHeader: m.secret_header.toLowerCase(),
       secret,
+      ...(missingSecret ? { missingSecret } : {}),
       userHeader: m.user_header.toLowerCase(),
       planHeader: m.plan_header.toLowerCase(),
       plans: { ...m.plans },

@@ -7,9 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../src/config.js';
+import { loadConfig, requireMarketplaceSecrets, type Config } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
 import { buildRegistry } from '../src/feeds/registry.js';
+import { createMarketplaceAuth } from '../src/keys/marketplace.js';
 import { EXAMPLE_BOOKMAKERS, EXAMPLE_FILENAMES } from './fixtures/corpus.js';
 
 let cwd: string;
@@ -389,6 +390,27 @@ describe('a bad config file names the file, the path inside it and the problem',
   it('the same file with the secret set loads', async () => {
     await yaml(market(['secret_env: RAPIDAPI_PROXY_SECRET']).join('\n'));
     expect(load({ RAPIDAPI_PROXY_SECRET: 'proxy-secret' }).marketplaces[0]?.secret).toBe('proxy-secret');
+  });
+
+  it('with optionalSecrets (every command but a reader) it loads without the secret, and a reader refuses it', async () => {
+    await yaml(market(['secret_env: RAPIDAPI_PROXY_SECRET']).join('\n'));
+    for (const env of [{}, { RAPIDAPI_PROXY_SECRET: '' }]) {
+      const config = loadConfig({ env, cwd, optionalSecrets: true });
+      expect(config.marketplaces[0]?.secret).toBeUndefined();
+      let err: unknown;
+      try {
+        requireMarketplaceSecrets(config);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).path).toBe('marketplaces[0].secret_env');
+      expect((err as ConfigError).message).toMatch(/RAPIDAPI_PROXY_SECRET is not set/);
+      expect(() => createMarketplaceAuth(config.marketplaces, config.plans)).toThrow(/RAPIDAPI_PROXY_SECRET is not set/);
+    }
+    const set = loadConfig({ env: { RAPIDAPI_PROXY_SECRET: 'proxy-secret' }, cwd, optionalSecrets: true });
+    expect(set.marketplaces[0]?.secret).toBe('proxy-secret');
+    expect(() => requireMarketplaceSecrets(set)).not.toThrow();
   });
 });
 

@@ -17,6 +17,10 @@ export interface CliIO {
 export interface CliContext {
   readonly io: CliIO;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /**
+   * The configuration. A marketplace secret whose environment variable is not set is left out
+   * (config.ts, optionalSecrets): only a reader needs it, and `start` checks for it then.
+   */
   config(): Config;
   /** A command connection to Redis (fails fast while Redis is away). */
   redis(): Promise<Redis>;
@@ -34,7 +38,7 @@ export function createCliContext(io: CliIO, env: Readonly<Record<string, string 
   const ctx: CliContext = {
     io,
     env,
-    config: () => (config ??= loadConfig({ env, cwd })),
+    config: () => (config ??= loadConfig({ env, cwd, optionalSecrets: true })),
     redisUrl: () => (url ??= resolveRedis(ctx.config(), { startPrivate: false }).then((r) => r.url)),
     redis: () =>
       (redis ??= (async () => {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { requireMarketplaceSecrets } from '../config.js';
 import { UsageError } from '../errors.js';
 import { createLogger, flushLogger } from '../log.js';
 import { ROLES, startService, type Role } from '../service.js';
@@ -21,6 +22,8 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
     .action(async (opts: { roles: string }) => {
       const roles = parseRoles(opts.roles);
       const config = ctx.config();
+      // A reader serves marketplace traffic: its proxy secrets must be set (the others need none).
+      if (roles.includes('reader')) requireMarketplaceSecrets(config);
       // Buffered, asynchronous writes when stdout is not a terminal (a request line each request).
       const log = createLogger({ level: config.logLevel, async: true });
       const service = await startService(config, roles, log);
@@ -36,8 +39,10 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
           log.info({ signal }, 'stopping: draining in-flight work');
           service.close().then(resolve, resolve);
         };
-        process.once('SIGINT', () => stop('SIGINT'));
-        process.once('SIGTERM', () => stop('SIGTERM'));
+        // `on`, not `once`: a second signal must reach stop() too (with `once` it got the default
+        // action, death by the signal, without the line above and without pino's final write).
+        process.on('SIGINT', () => stop('SIGINT'));
+        process.on('SIGTERM', () => stop('SIGTERM'));
       });
       log.info('stopped');
       await flushLogger(log);

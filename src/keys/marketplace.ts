@@ -61,6 +61,8 @@ export function createMarketplaceAuth(marketplaces: readonly Marketplace[], plan
       }
       mapped.set(theirs, shared);
     }
+    // A configuration loaded with optionalSecrets (config.ts) may lack one: never serve without it.
+    if (m.secret === undefined) throw m.missingSecret ?? new Error(`marketplace ${m.name}: no proxy secret`);
     return { m, secretDigest: digest(m.secret), plans: mapped };
   });
   const cache = new Map<string, Principal>();
