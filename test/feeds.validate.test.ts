@@ -2,9 +2,10 @@
  * Document checks (CONTRACT §3) over every generated corpus case, plus the limits and the
  * generated_at rules; and the fixture generator itself.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../src/config.js';
 import { REJECTION_REASONS, RejectionError, type RejectionReason } from '../src/errors.js';
@@ -459,5 +460,17 @@ describe('the fixture generator', () => {
     expect(manifest).toEqual(expectedManifest(cases));
     expect(Object.keys(manifest.valid!)).toHaveLength(38);
     expect(manifest.invalid!['deep-nesting']).toEqual({ filename: 'site_live_goldcrest_tennis.json', outcome: 'rejected', reason: 'any' });
+  });
+});
+
+describe('examples/ (the README quick start drops one)', () => {
+  it('every example drop is published under its own filename, generated_at stamped', async () => {
+    const folder = resolve(fileURLToPath(import.meta.url), '../../examples');
+    const names = (await readdir(folder)).filter((n) => n.endsWith('.json'));
+    expect(names).toContain(NW_SOCCER);
+    for (const name of names) {
+      const d = published(name, await readFile(join(folder, name)));
+      expect(d.stamped, name).toBe(true);
+    }
   });
 });
