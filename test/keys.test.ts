@@ -1,5 +1,5 @@
 /** API keys: the Redis key store, allow patterns, the in-memory ring, and the `keys` commands. */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -175,14 +175,14 @@ describe('key ring (the reader’s copy)', () => {
 });
 
 describe('oddsfiles keys (CLI)', () => {
-  const run = async (argv: string[]) => {
+  const run = async (argv: string[], extraEnv: Record<string, string> = {}) => {
     let out = '';
     let err = '';
     const io = {
       stdout: new Writable({ write: (c: Buffer, _e, cb) => ((out += c.toString()), cb()) }),
       stderr: new Writable({ write: (c: Buffer, _e, cb) => ((err += c.toString()), cb()) }),
     };
-    const ctx: CliContext = createCliContext(io, { REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix, DATA_DIR: dir }, dir);
+    const ctx: CliContext = createCliContext(io, { REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix, DATA_DIR: dir, ...extraEnv }, dir);
     const program = new Command('oddsfiles').exitOverride().configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
     registerKeysCommands(program, ctx);
     program.commands.forEach(function inherit(c: Command) {
@@ -227,6 +227,21 @@ describe('oddsfiles keys (CLI)', () => {
     const list = JSON.parse(json.out) as { name: string; effective_allow: string[] }[];
     expect(list.find((k) => k.name === 'leo')?.effective_allow).toEqual(['*']);
     expect(json.out).not.toContain(key);
+  });
+
+  it('list marks a plan the configuration no longer has, and says so on stderr', async () => {
+    await run(['keys', 'create', '--name', 'ned', '--plan', 'pro']);
+    const config = join(dir, 'free-only.yaml');
+    await writeFile(config, 'plans:\n  free: { allow: ["site_pregame_*"], rate: { max: 30, per: 1m } }\n');
+    const table = await run(['keys', 'list'], { ODDSFILES_CONFIG: config });
+    expect(table.error).toBeUndefined();
+    expect(table.out).toMatch(/key_[0-9a-f]{12}\s+ned\s+pro \(not configured\)\s+-\s/);
+    expect(table.err).toMatch(/active key\(s\) name a plan that is not configured \(pro\)/);
+    const json = JSON.parse((await run(['keys', 'list', '--json'], { ODDSFILES_CONFIG: config })).out) as { name: string; plan_configured: boolean }[];
+    expect(json.find((k) => k.name === 'ned')?.plan_configured).toBe(false);
+    const normal = await run(['keys', 'list']);
+    expect(normal.out).toMatch(/ned\s+pro\s+\*\s/);
+    expect(normal.err).toBe('');
   });
 
   it('revoke by name or id; unknown is NotFoundError (exit 1)', async () => {

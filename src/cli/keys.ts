@@ -47,7 +47,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       const plans = ctx.config().plans;
       const records = await (await keyStore()).list();
       if (opts.json) {
-        const out = records.map((r) => ({ ...r, effective_allow: effectiveAllow(r, plans), rate: rateOf(r, plans) }));
+        const out = records.map((r) => ({ ...r, plan_configured: r.plan === null || plans[r.plan] !== undefined, effective_allow: effectiveAllow(r, plans), rate: rateOf(r, plans) }));
         ctx.io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
         return;
       }
@@ -56,6 +56,13 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
         return;
       }
       ctx.io.stdout.write(formatTable(['ID', 'NAME', 'PLAN', 'ALLOW', 'CREATED', 'REVOKED'], records.map((r) => row(r, plans))));
+      // A plan taken out of the configuration leaves its keys with their own patterns only (often
+      // none: nothing to read). Readers warn once at start; say it here too, where keys are looked at.
+      const orphans = records.filter((r) => r.revoked_at === null && r.plan !== null && plans[r.plan] === undefined);
+      if (orphans.length > 0) {
+        const names = [...new Set(orphans.map((r) => r.plan!))].join(', ');
+        ctx.io.stderr.write(`${orphans.length} active key(s) name a plan that is not configured (${names}): they get their own --allow patterns only, and no rate\n`);
+      }
     });
 
   keys
@@ -84,5 +91,6 @@ function describeRate(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1])
 }
 
 function row(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string[] {
-  return [r.id, r.name, r.plan ?? '-', effectiveAllow(r, plans).join(',') || '-', r.created_at, r.revoked_at ?? '-'];
+  const plan = r.plan === null ? '-' : plans[r.plan] ? r.plan : `${r.plan} (not configured)`;
+  return [r.id, r.name, plan, effectiveAllow(r, plans).join(',') || '-', r.created_at, r.revoked_at ?? '-'];
 }
