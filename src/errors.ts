@@ -88,6 +88,21 @@ export class NotFoundError extends OddsfilesError {
   }
 }
 
+/**
+ * `publish` or `rejected retry` would claim files in an INBOX_DIR that none of the running workers
+ * watches (another machine, another DATA_DIR): refused before any file is moved, exit code 1.
+ */
+export class InboxMismatchError extends OddsfilesError {
+  readonly inboxDir: string;
+  constructor(inboxDir: string) {
+    super(
+      'cli.inbox_mismatch',
+      `this command's INBOX_DIR (${inboxDir}) is not the inbox the running workers watch: run it with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX) on a machine that shares the inbox`,
+    );
+    this.inboxDir = inboxDir;
+  }
+}
+
 /** The problems a client can meet over HTTP, one entry per stable code. */
 export const HTTP_PROBLEMS = {
   unauthorized: { status: 401, title: 'Missing or invalid API key' },

@@ -1,13 +1,14 @@
 /**
  * The inbox watcher against a real folder and a real BullMQ queue: kernel events by default,
  * chokidar polling with `ingest.poll`. Every drop becomes a queued job, quickly, whatever came
- * before it; ignored names never do; a folder is reported, not queued.
+ * before it; ignored names (the workers' inbox marker too) never do; a folder is reported, not queued.
  */
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ensureInboxMarker, inboxMarkerPath } from '../src/ingest/inbox-marker.js';
 import { createIngestQueue, type IngestQueue } from '../src/ingest/queue.js';
 import { startWatcher, type InboxWatcher } from '../src/ingest/watcher.js';
 import { capturingLogger } from './helpers/log.js';
@@ -77,9 +78,13 @@ for (const mode of ['kernel events', 'kernel events, sync_io off', 'polling'] as
       expect(lines.some((l) => l.msg === 'watching the inbox' && l.mode === (pollMs ? 'poll every 100 ms' : 'kernel events'))).toBe(true);
     });
 
-    it('never queues names publishers write to, and reports a folder instead of queuing it', async () => {
+    it('never queues names publishers write to, nor the inbox marker, and reports a folder instead of queuing it', async () => {
       inbox = await mkdtemp(join(tmpdir(), 'oddsfiles-watcher-'));
+      // The workers' inbox marker, there before the start-up pass and written again while watched.
+      await ensureInboxMarker(inbox);
       watcher = await startWatcher({ inboxDir: inbox, queue, settleMs: 50, rescanMs: 60_000, pollMs, syncIo, log });
+      await rm(inboxMarkerPath(inbox));
+      await ensureInboxMarker(inbox);
       await writeFile(join(inbox, 'site_live_redstone_soccer.json.tmp'), '{}');
       await writeFile(join(inbox, 'site_live_redstone_soccer.json.part'), '{}');
       await writeFile(join(inbox, '.site_live_redstone_soccer.json'), '{}');

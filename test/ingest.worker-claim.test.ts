@@ -124,6 +124,24 @@ describe('the ingest worker takes its claim', () => {
     expect((await t.queue.getJob(jobId))?.returnvalue).toEqual({ outcome: 'gone', filename: 'site_live_missing.json' });
   });
 
+  it("logs gone: at info for a drop job (already processed), at warn naming its inbox for a claim job", async () => {
+    const t = await setup();
+    await enqueueDrop(t.queue, 'site_live_gone.json', Date.now());
+    const dropJob = await t.lastJobId();
+    // A claim made in another folder (a command run with another INBOX_DIR): not in this inbox.
+    const claimId = newClaimId();
+    const claimJob = await enqueueClaim(t.queue, claimId, 'site_live_gone.json', Date.now());
+    t.startWorker();
+    await t.completed(dropJob);
+    await t.completed(claimJob.id!);
+    expect(t.calls).toEqual([]);
+    const info = t.logLines.find((l) => l.jobId === dropJob && l.outcome === 'gone');
+    expect(info).toMatchObject({ level: 30, msg: 'drop gone', filename: 'site_live_gone.json' });
+    const warn = t.logLines.find((l) => l.jobId === claimJob.id && l.outcome === 'gone');
+    expect(warn).toMatchObject({ level: 40, filename: 'site_live_gone.json', claimId, inbox: t.inbox });
+    expect(warn?.msg).toContain(`not in this worker's inbox ${t.inbox}`);
+  });
+
   it('a retried drop job works on its own claim, never on the newer drop waiting in the inbox', async () => {
     const t = await setup();
     await dropFile(t.inbox, 'site_live_b.json', Buffer.from('v1'));

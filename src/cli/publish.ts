@@ -1,6 +1,12 @@
+/**
+ * `oddsfiles publish FILE...`: each file copied into INBOX_DIR/.processing as a claim and queued
+ * as a claim job (once the inbox is known to be the one the running workers watch: inbox-check.ts),
+ * then each outcome reported. A job that ends `gone` with its claim still there was never seen by
+ * a worker: a failure.
+ */
 import { randomBytes } from 'node:crypto';
-import { copyFile, rename, stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { copyFile, lstat, rename, rm, stat } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
 import type { Job } from 'bullmq';
 import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
@@ -10,6 +16,16 @@ import { INGEST_QUEUE } from '../redis/keys.js';
 import { createRedis } from '../redis/connect.js';
 import { parseDuration } from '../duration.js';
 import type { CliContext } from './context.js';
+import { checkInboxWatched } from './inbox-check.js';
+
+interface PublishResult {
+  file: string;
+  outcome: string;
+  reason?: string;
+  detail?: string;
+  /** Counts as a failure (exit 1) whatever its outcome. */
+  failed?: boolean;
+}
 
 interface PublishOptions {
   wait: boolean;
@@ -33,6 +49,8 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
         if (!st?.isFile()) throw new UsageError(`not a readable file: ${f}`);
       }
       const config = ctx.config();
+      // Before any file is copied: refused when the running workers watch another inbox.
+      await checkInboxWatched(ctx);
       const url = await ctx.redisUrl();
       // Loaded by the command that needs them, not by every process that builds the CLI.
       const [{ QueueEvents }, { SingleBar, Presets }, { createIngestQueue, enqueueClaim }] = await Promise.all([import('bullmq'), import('cli-progress'), import('../ingest/queue.js')]);
@@ -44,26 +62,27 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
       try {
         await events?.waitUntilReady();
         await ensureInbox(config.inboxDir);
-        const jobs: { file: string; job: Job<IngestJobData, IngestResult> }[] = [];
+        const jobs: { file: string; claim: string; job: Job<IngestJobData, IngestResult> }[] = [];
         bar?.start(files.length, 0, { filename: '' });
         for (const file of files) {
           const name = basename(file);
           const claimId = newClaimId();
           const tmp = join(processingDir(config.inboxDir), `.publish-${randomBytes(6).toString('hex')}.tmp`);
+          const claim = claimPath(config.inboxDir, claimId, name);
           await copyFile(file, tmp);
-          await rename(tmp, claimPath(config.inboxDir, claimId, name));
-          jobs.push({ file, job: await enqueueClaim(queue, claimId, name, Date.now()) });
+          await rename(tmp, claim);
+          jobs.push({ file, claim, job: await enqueueClaim(queue, claimId, name, Date.now()) });
           if (!opts.wait) bar?.increment({ filename: name });
         }
-        const results: { file: string; outcome: string; reason?: string; detail?: string }[] = [];
-        for (const { file, job } of jobs) {
+        const results: PublishResult[] = [];
+        for (const { file, claim, job } of jobs) {
           if (!events) {
             results.push({ file, outcome: 'queued' });
             continue;
           }
           try {
             const r = await job.waitUntilFinished(events, timeoutMs);
-            results.push({ file, outcome: r.outcome });
+            results.push(r.outcome === 'gone' ? await settleGone(file, claim, config.inboxDir) : { file, outcome: r.outcome });
           } catch (err) {
             const msg = (err as Error).message;
             const m = /^rejected: (\w+): (.*)$/s.exec(msg);
@@ -72,13 +91,30 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
           bar?.increment({ filename: basename(file) });
         }
         bar?.stop();
-        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(results.map(({ failed: _failed, ...r }) => r), null, 2)}\n`);
         else for (const r of results) ctx.io.stdout.write(`${r.file}\t${r.outcome}${r.reason ? `\t${r.reason}: ${r.detail}` : r.detail ? `\t${r.detail}` : ''}\n`);
-        if (results.some((r) => r.outcome === 'rejected' || r.outcome === 'unknown')) process.exitCode = 1;
+        if (results.some((r) => r.outcome === 'rejected' || r.outcome === 'unknown' || r.failed)) process.exitCode = 1;
       } finally {
         bar?.stop();
         await events?.close();
         await queue.close();
       }
     });
+}
+
+/**
+ * A claim job that ended `gone`. Its claim still where this command put it: no worker could see it
+ * (they watch another inbox): a failure, and the copy is removed (FILE itself is untouched). Its
+ * claim no longer there: an earlier attempt of the job settled it.
+ */
+async function settleGone(file: string, claim: string, inboxDir: string): Promise<PublishResult> {
+  const present = await lstat(claim).then(() => true, () => false);
+  if (!present) return { file, outcome: 'gone', detail: 'settled by an earlier attempt of its job' };
+  await rm(claim, { force: true });
+  return {
+    file,
+    outcome: 'gone',
+    detail: `no worker found its copy in ${resolve(inboxDir)}/.processing: the workers watch another inbox (or cannot see this one); the copy was removed, the file is untouched`,
+    failed: true,
+  };
 }

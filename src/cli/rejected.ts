@@ -1,3 +1,8 @@
+/**
+ * `oddsfiles rejected list` and `rejected retry`: the drops REJECTED_DIR keeps, and sending them
+ * back through the pipeline as claims in INBOX_DIR/.processing (once the inbox is known to be the
+ * one the running workers watch: inbox-check.ts).
+ */
 import { mkdir, readdir, rename, rm, copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
@@ -5,6 +10,7 @@ import { NotFoundError, UsageError } from '../errors.js';
 import { claimPath, ensureInbox, newClaimId } from '../ingest/inbox.js';
 import { listRejections, readRejection, type RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
+import { checkInboxWatched } from './inbox-check.js';
 import { formatTable } from './table.js';
 
 export function registerRejectedCommands(program: Command, ctx: CliContext): void {
@@ -35,6 +41,9 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
       const config = ctx.config();
       const records = opts.all ? await listRejections(config.rejectedDir) : [await readRejection(config.rejectedDir, id!)];
       if (!opts.all && !records[0]) throw new NotFoundError(`no rejected drop with id ${id}`);
+      if (records.length === 0) return;
+      // Before any file leaves REJECTED_DIR: refused when the running workers watch another inbox.
+      await checkInboxWatched(ctx);
       const redis = await ctx.redis();
       const { createIngestQueue, enqueueClaim } = await import('../ingest/queue.js');
       const queue = createIngestQueue(redis, config.redis.prefix);

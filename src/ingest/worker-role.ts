@@ -18,6 +18,7 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { Store } from '../store/store.js';
 import { createCarryPolicy } from './carry.js';
 import { ensureInbox } from './inbox.js';
+import { startInboxRegistration } from './inbox-marker.js';
 import { createPublisher, type PublisherDeps } from './publish.js';
 import { enqueueDrop, type IngestQueue } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
@@ -94,11 +95,17 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       return worker;
     },
   });
+  // Tell `publish` and `rejected retry` which inbox this worker watches (inbox-marker.ts).
+  const registration = await startInboxRegistration({ inboxDir: config.inboxDir, redis: deps.client, keys: deps.keys, log });
   return async () => {
     const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
-    if ((await Promise.race([worker.close(), timeout])) === 'timeout') {
-      log.warn({ timeoutMs: config.ingest.shutdownTimeoutMs }, 'in-flight jobs did not finish in time; their claims are kept and retried on the next start');
-      await worker.close(true);
+    try {
+      if ((await Promise.race([worker.close(), timeout])) === 'timeout') {
+        log.warn({ timeoutMs: config.ingest.shutdownTimeoutMs }, 'in-flight jobs did not finish in time; their claims are kept and retried on the next start');
+        await worker.close(true);
+      }
+    } finally {
+      await registration.close();
     }
   };
 }

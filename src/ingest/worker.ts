@@ -32,7 +32,15 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     const t0 = performance.now();
     const { name, receivedAt, claimId: given } = job.data;
     const claim = await takeClaim(deps.inboxDir, job, name, given, deps.syncIo ?? true);
-    if (!claim) return { outcome: 'gone', filename: name };
+    if (!claim) {
+      const fields = { filename: name, jobId: job.id, outcome: 'gone', attempt: job.attemptsMade + 1 };
+      // A drop job finding nothing is normal: the drop was already processed (a rescan, a re-drop).
+      if (!given) deps.log.info(fields, 'drop gone');
+      // A claim job's file is claimed before the job is queued: settled by an earlier attempt, or
+      // claimed by a command (publish, rejected retry) that ran with another INBOX_DIR.
+      else deps.log.warn({ ...fields, claimId: given, inbox: deps.inboxDir }, `drop gone: the claimed file is not in this worker's inbox ${deps.inboxDir} (settled by an earlier attempt, or claimed in another INBOX_DIR)`);
+      return { outcome: 'gone', filename: name };
+    }
     const claimMs = Math.round((performance.now() - t0) * 100) / 100;
 
     const result = await deps.publish(claim, new Date(receivedAt));
@@ -105,7 +113,8 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
 }
 
 /**
- * The claim a job works on. A claim job's file is already claimed: gone means settled before.
+ * The claim a job works on. A claim job's file is already claimed: gone means settled before (or
+ * claimed in a folder this worker does not watch: the processor logs it at warn).
  * A drop job claims INBOX_DIR/<name> as .processing/d<jobId>-<createdAt>--<name> (dropClaimId). On its first start
  * (BullMQ's attemptsStarted counts every move to active, a restart after a stall or a retry
  * included, so 1 means no earlier run can have claimed) it renames at once; only when the rename

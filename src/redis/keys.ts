@@ -24,6 +24,11 @@ export interface RedisKeys {
   readonly apiKeysChannel: string;
   /** Rate-limit counters. */
   rate(scope: string, id: string): string;
+  /**
+   * Sorted set: the worker processes watching the inbox whose marker holds this id (member), each
+   * scored by when its registration lapses (Redis's clock); the key expires with the last of them.
+   */
+  inbox(id: string): string;
 }
 
 export function redisKeys(prefix: string): RedisKeys {
@@ -39,6 +44,7 @@ export function redisKeys(prefix: string): RedisKeys {
     apiKeyHashes: `${prefix}:apikeys:hashes`,
     apiKeysChannel: `${prefix}:apikeys:changes`,
     rate: (scope, id) => `${prefix}:rate:${scope}:${id}`,
+    inbox: (id) => `${prefix}:inbox:${id}`,
   };
 }
 
