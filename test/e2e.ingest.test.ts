@@ -129,14 +129,20 @@ describe('ingest end to end (oddsfiles start)', () => {
   });
 
   it('retries a rejected drop through the pipeline', async () => {
-    const list = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as { id: string; reason: string }[];
+    type Listed = { id: string; reason: string; filename: string; received_at: string };
+    const list = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as Listed[];
     const target = list.find((r) => r.reason === 'unknown_filename')!;
     const res = await runCli(env, ['rejected', 'retry', target.id]);
     expect(res.code).toBe(0);
+    let after: Listed[] = [];
     await waitFor(async () => {
-      const after = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as { id: string }[];
+      after = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as Listed[];
       return after.length === list.length && !after.some((r) => r.id === target.id);
     }, 20_000, 'the retried drop rejected again under a new id');
+    // It keeps the time it was first received (operations.md: a retried drop shows as one large lag).
+    const again = after.find((r) => !list.some((l) => l.id === r.id))!;
+    expect(again.filename).toBe(target.filename);
+    expect(again.received_at).toBe(target.received_at);
     expect((await runCli(env, ['rejected', 'retry', 'no-such-id'])).code).toBe(1);
     expect((await runCli(env, ['rejected', 'retry'])).code).toBe(2);
   });

@@ -51,7 +51,10 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
         await ensureInbox(config.inboxDir);
         for (const r of records as RejectionRecord[]) {
           const claimId = await requeue(config.rejectedDir, config.inboxDir, r);
-          await enqueueClaim(queue, claimId, r.filename, Date.now());
+          // Its original time of receipt, not now: it stamps a missing generated_at (so an old drop
+          // retried after newer ones cannot pass for the newest) and measures the lag.
+          const receivedAt = Date.parse(r.received_at);
+          await enqueueClaim(queue, claimId, r.filename, Number.isFinite(receivedAt) ? receivedAt : Date.now());
           ctx.io.stdout.write(`${r.id}\t${r.filename}\tqueued again\n`);
         }
       } finally {
