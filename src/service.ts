@@ -11,6 +11,7 @@ import type { Logger } from './log.js';
 import type { RunningReader } from './reader/index.js';
 import { createRedis, whenReady } from './redis/connect.js';
 import { redisKeys } from './redis/keys.js';
+import { createRedisOutageLog } from './redis/outage-log.js';
 import { resolveRedis } from './redis/private-server.js';
 import { createMetrics } from './ops/metrics.js';
 import { startMetricsServer } from './ops/metrics-server.js';
@@ -65,8 +66,15 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       opening ??= import('./ingest/queue.js').then(({ createIngestQueue }) => {
         // Not once stopping: its connection would outlive the closers that already ran.
         if (stopping) throw new Error('the service is stopping');
-        const queue = createIngestQueue(connect('worker', 'queue'), config.redis.prefix);
-        closers.push(() => queue.close());
+        const connection = connect('worker', 'queue');
+        const queue = createIngestQueue(connection, config.redis.prefix);
+        // BullMQ forwards its connection's errors: one warn per Redis outage, not one per retry.
+        const outage = createRedisOutageLog({ log, connection: 'queue', redis: connection, errorMsg: 'queue error' });
+        outage.watch(queue);
+        closers.push(async () => {
+          await queue.close();
+          outage.close();
+        });
         return queue;
       });
       return opening;

@@ -6,15 +6,18 @@
  * The log line's `timings` are the publisher's (read, validate, store, commit, total) plus `claim`.
  */
 import { lstat } from 'node:fs/promises';
-import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import { createRedisOutageLog } from '../redis/outage-log.js';
 import { INGEST_QUEUE } from '../redis/keys.js';
 import { claimDrop, claimPath, dropClaimId, type Claim } from './inbox.js';
 import type { DropResult, Publisher } from './publish.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
 
 export interface WorkerDeps {
-  readonly connection: ConnectionOptions;
+  /** The worker's ioredis connection: its status and 'ready' also tell when a Redis outage ends. */
+  readonly connection: Redis;
   readonly prefix: string;
   readonly inboxDir: string;
   readonly concurrency: number;
@@ -87,7 +90,10 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
     deps.log.warn({ filename: job?.data.name, jobId: job?.id, attempt: job?.attemptsMade, err: { message: err.message } }, 'drop will be retried');
   });
-  worker.on('error', (err) => deps.log.error({ err: { message: err.message } }, 'worker error'));
+  // Connection errors (Redis away): one warn per outage, one info when it ends; others at error.
+  const outage = createRedisOutageLog({ log: deps.log, connection: 'worker', redis: deps.connection, errorMsg: 'worker error' });
+  outage.watch(worker);
+  worker.once('closed', () => outage.close());
   return worker;
 }
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, renameSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { closeSync, constants, openSync, renameSync } from 'node:fs';
+import { access, mkdir, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StoreNotFoundError, StoreUnavailableError } from '../errors.js';
@@ -157,13 +157,37 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
     async ping() {
       try {
         await init();
-        await stat(root);
+        // The root must be a folder this process can write into (a plain file or a read-only
+        // folder in its place fails every put); a missing root stays a failure (a lost mount).
+        await assertWritableDir(root);
+        try {
+          await assertWritableDir(tmpRoot);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          // The temp folder was removed: the next put makes it again, so may the probe.
+          ready = undefined;
+          initialized = false;
+          await init();
+          await assertWritableDir(tmpRoot);
+        }
       } catch (err) {
         wrap('ping', err);
       }
     },
     async close() {},
   };
+}
+
+/**
+ * A folder this process can make entries in: a directory, writable and searchable. Two cheap calls
+ * (a stat and an access), as the probe runs at every scrape and readiness check.
+ */
+async function assertWritableDir(path: string): Promise<void> {
+  const st = await stat(path);
+  if (!st.isDirectory()) {
+    throw Object.assign(new Error(`ENOTDIR: not a folder, '${path}'`), { code: 'ENOTDIR', path });
+  }
+  await access(path, constants.W_OK | constants.X_OK);
 }
 
 async function fsyncDir(dir: string, sync: boolean): Promise<void> {

@@ -18,6 +18,8 @@ export interface RunningOddsfiles {
   readonly logs: LogLine[];
   /** The reader's base URL (when the reader role runs). */
   readonly url: string | undefined;
+  /** Everything written to stderr so far. */
+  stderr(): string;
   waitForLog(pred: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   /** SIGTERM and wait for the exit code. */
   stop(): Promise<number | null>;
@@ -98,6 +100,7 @@ export async function startOddsfiles(env: Record<string, string>, args: string[]
     proc,
     logs,
     url: started.reader as string | undefined,
+    stderr: () => stderr,
     waitForLog,
     async stop() {
       if (proc.exitCode !== null) return proc.exitCode;
