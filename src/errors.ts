@@ -118,6 +118,11 @@ export const HTTP_PROBLEMS = {
   request_timeout: { status: 408, title: 'Request timeout' },
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  // The admin endpoints (/metrics, /admin/*: src/ops/admin-guard.ts): no API key is involved there.
+  // After the general entries, so that a bare status (a framework error) maps to those.
+  admin_unauthorized: { status: 401, title: 'Missing or invalid admin token' },
+  admin_forbidden: { status: 403, title: 'Admin access only from loopback or with the admin token' },
+  admin_cross_site: { status: 403, title: 'Cross-site requests may not change the admin endpoints' },
 } as const;
 export type HttpProblemCode = keyof typeof HTTP_PROBLEMS;
 

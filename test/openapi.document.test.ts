@@ -1,9 +1,10 @@
 /**
  * GET /v1/openapi.json: a valid OpenAPI 3.1 document (checked against the official schema by
  * @seriousme/openapi-schema-validator) that matches the live app: every /v1 route is documented,
- * every documented operation is a route, and over real HTTP each answer of a running reader (with
- * rate limits in Redis and a marketplace) has a documented status, media type, body schema and
- * headers.
+ * every documented operation is a route (GET and its HEAD), and over real HTTP each answer of a
+ * running reader (with rate limits in Redis and a marketplace) has a documented status, media type,
+ * body schema and headers: GET and HEAD against their operations, the 405 of any other method
+ * against the one listed with the path's GET.
  */
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -115,13 +116,31 @@ describe('the document', () => {
     const param = raw.paths['/v1/data/{filename}']!.get!.parameters!;
     expect(param).toEqual([expect.objectContaining({ name: 'filename', in: 'path', required: true })]);
     expect(raw.paths['/v1/openapi.json']?.get?.security).toEqual([]);
+    expect(raw.paths['/v1/files']?.head?.operationId).toBe('listFilesHead');
+    expect(raw.paths['/v1/data/{filename}']?.head?.operationId).toBe('getOddsDataHead');
+    expect(raw.paths['/v1/data/{filename}']!.head!.parameters).toEqual(param);
+  });
+
+  it('documents the 405 of other methods, with Allow, on every /v1 path; and HEAD without bodies', () => {
+    for (const [path, ops] of Object.entries(raw.paths)) {
+      for (const method of ['get', 'head']) {
+        const r405 = ops[method]?.responses['405'];
+        expect(r405, `${method} ${path} 405`).toBeDefined();
+        expect(Object.keys(r405!.headers ?? {})).toContain('Allow');
+        expect(r405!.headers!.Allow!.description).toContain('GET, HEAD');
+      }
+      for (const [status, response] of Object.entries(ops.head!.responses)) expect(response.content, `head ${path} ${status}`).toBeUndefined();
+      expect(Object.keys(ops.head!.responses).sort()).toEqual(Object.keys(ops.get!.responses).sort());
+    }
+    // The 304 of a download names every header it is sent with.
+    expect(Object.keys(raw.paths['/v1/data/{filename}']!.get!.responses['304']!.headers!)).toEqual(expect.arrayContaining(['ETag', 'Cache-Control', 'Last-Modified', 'Vary']));
   });
 
   it('documents every error status with the problem schema and the rate-limit headers', () => {
     for (const id of ['listFiles', 'getOddsData']) {
       const op = Object.values(raw.paths).flatMap((p) => Object.values(p)).find((o) => o.operationId === id)!;
       const statuses = Object.keys(op.responses);
-      expect(statuses).toEqual(expect.arrayContaining(['200', '304', '401', '403', '429', '503']));
+      expect(statuses).toEqual(expect.arrayContaining(['200', '304', '401', '403', '405', '429', '503']));
       if (id === 'getOddsData') expect(statuses).toContain('404');
       for (const [status, response] of Object.entries(op.responses)) {
         if (Number(status) < 400) continue;
@@ -140,7 +159,10 @@ describe('the document', () => {
   });
 
   it('documents exactly the /v1 routes of the app', () => {
-    const live = new Set(routes.filter((r) => r.method === 'GET' && r.url.startsWith('/v1/')).map((r) => `get ${docPath(r.url)}`));
+    const live = new Set(
+      routes.filter((r) => (r.method === 'GET' || r.method === 'HEAD') && r.url.startsWith('/v1/')).map((r) => `${r.method.toLowerCase()} ${docPath(r.url)}`),
+    );
+    expect(live.size).toBe(6);
     const documented = new Set(Object.entries(raw.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`)));
     expect([...documented].sort()).toEqual([...live].sort());
     // Nothing outside /v1 (health, metrics, admin) is in it.
@@ -151,13 +173,18 @@ describe('the document', () => {
 describe('the live app answers as documented', () => {
   const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
 
-  /** One request over HTTP, checked against the resolved document. */
-  async function check(path: string, headers: Record<string, string>, expected: number, rated = true) {
-    const res = await fetch(`${base}${path}`, { headers });
+  /**
+   * One request over HTTP, checked against the resolved document: against the operation of its
+   * method, or for another method (no operation of its own) against the path's GET, where the 405
+   * is listed.
+   */
+  async function check(path: string, headers: Record<string, string>, expected: number, rated = true, method = 'GET', payload?: string) {
+    const res = await fetch(`${base}${path}`, { method, headers, ...(payload === undefined ? {} : { body: payload }) });
     const body = Buffer.from(await res.arrayBuffer());
     const template = path.startsWith('/v1/data/') ? '/v1/data/{filename}' : path.split('?')[0]!;
-    const op = resolved.paths[template]?.get;
-    expect(op, `${path} is documented`).toBeDefined();
+    const item = resolved.paths[template];
+    const op = item?.[method.toLowerCase()] ?? (method !== 'GET' && method !== 'HEAD' ? item?.get : undefined);
+    expect(op, `${method} ${path} is documented`).toBeDefined();
     expect(res.status, path).toBe(expected);
     const documented = op!.responses[String(res.status)];
     expect(documented, `${path}: status ${res.status} is documented`).toBeDefined();
@@ -180,9 +207,10 @@ describe('the live app answers as documented', () => {
       }
     }
     if (res.status === 429 || res.status === 503) expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
-    for (const h of ['ratelimit-limit', 'retry-after', 'etag', 'www-authenticate']) {
-      if (res.headers.get(h) !== null) expect(names, `${path} ${res.status} sends ${h}`).toContain(h);
+    for (const h of ['ratelimit-limit', 'retry-after', 'etag', 'www-authenticate', 'allow', 'vary', 'last-modified', 'content-encoding']) {
+      if (res.headers.get(h) !== null) expect(names, `${method} ${path} ${res.status} sends ${h}`).toContain(h);
     }
+    if (res.status === 405) expect(res.headers.get('allow')).toBe('GET, HEAD');
     return { res, body };
   }
 
@@ -205,6 +233,35 @@ describe('the live app answers as documented', () => {
     await check(`/v1/data/${PREGAME}`, { 'x-api-key': keys.free }, 200);
     await check(`/v1/data/${PREGAME}`, { 'x-api-key': keys.free }, 429); // free: 3 a minute, 403 included
     await check('/v1/files', { 'x-api-key': keys.free }, 429);
+  });
+
+  it('a 304 of a download carries the headers its documented response lists, Vary included', async () => {
+    const ok = await check(`/v1/data/${PREGAME}`, { 'x-api-key': keys.pro, 'accept-encoding': 'gzip' }, 200);
+    const { res } = await check(`/v1/data/${PREGAME}`, { 'x-api-key': keys.pro, 'accept-encoding': 'gzip', 'if-none-match': ok.res.headers.get('etag')! }, 304);
+    const documented = resolved.paths['/v1/data/{filename}']!.get!.responses['304']!;
+    for (const h of ['ETag', 'Cache-Control', 'Last-Modified', 'Vary', 'RateLimit-Limit']) expect(res.headers.get(h), h).not.toBeNull();
+    for (const h of ['etag', 'cache-control', 'last-modified', 'vary']) {
+      expect(Object.keys(documented.headers!).map((n) => n.toLowerCase())).toContain(h);
+    }
+    expect(res.headers.get('vary')).toBe('Accept-Encoding');
+  });
+
+  it('HEAD: the answers of GET without their bodies, as documented', async () => {
+    const ok = await check('/v1/files', { 'x-api-key': keys.pro }, 200, true, 'HEAD');
+    await check('/v1/files', { 'x-api-key': keys.pro, 'if-none-match': ok.res.headers.get('etag')! }, 304, true, 'HEAD');
+    await check('/v1/files', {}, 401, false, 'HEAD');
+    await check(`/v1/data/${PREGAME}`, { 'x-api-key': keys.pro }, 200, true, 'HEAD');
+    await check('/v1/data/site_live_nobody_soccer.json', { 'x-api-key': keys.pro }, 404, true, 'HEAD');
+    await check('/v1/openapi.json', {}, 200, false, 'HEAD');
+  });
+
+  it('another method: 405 with Allow, as documented on each path, whatever the body', async () => {
+    for (const path of ['/v1/files', `/v1/data/${PREGAME}`, '/v1/openapi.json']) {
+      await check(path, { 'x-api-key': keys.pro }, 405, false, 'POST');
+      await check(path, { 'x-api-key': keys.pro, 'content-type': 'application/json' }, 405, false, 'POST', '{bad');
+      await check(path, {}, 405, false, 'DELETE');
+      await check(path, { 'content-type': 'text/plain' }, 405, false, 'PUT', 'x');
+    }
   });
 
   it('getOpenApi: 200, the same bytes every time', async () => {

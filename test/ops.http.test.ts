@@ -126,7 +126,8 @@ describe('operator endpoints', () => {
         expect(none.statusCode).toBe(401);
         expect(none.headers['content-type']).toBe('application/problem+json');
         const body = none.json<{ type: string; title: string; status: number; detail: string }>();
-        expect(body).toMatchObject({ status: 401, type: 'https://oddsfiles.dev/problems/unauthorized' });
+        // A problem of its own: no API key is involved here.
+        expect(body).toMatchObject({ status: 401, type: 'https://oddsfiles.dev/problems/admin-unauthorized', title: 'Missing or invalid admin token' });
         expect(body.detail).toMatch(/admin token/);
         expect(none.headers['www-authenticate']).toEqual([`Bearer realm="oddsfiles-admin"`, `Basic realm="oddsfiles-admin", charset="UTF-8"`]);
 
@@ -134,6 +135,7 @@ describe('operator endpoints', () => {
         expect(wrong.statusCode).toBe(401);
         expect(wrong.headers['content-type']).toBe('application/problem+json');
         expect(String(wrong.headers['www-authenticate'])).toMatch(/invalid_token/);
+        expect(wrong.json()).toMatchObject({ status: 401, type: 'https://oddsfiles.dev/problems/admin-unauthorized', title: 'Missing or invalid admin token' });
         // An API key is not the admin token.
         expect((await app.inject({ url, headers: { 'x-api-key': API_KEY } })).statusCode).toBe(401);
 
@@ -177,6 +179,11 @@ describe('operator endpoints', () => {
       });
       expect(res.statusCode).toBe(403);
       expect(res.headers['content-type']).toBe('application/problem+json');
+      expect(res.json()).toMatchObject({
+        status: 403,
+        type: 'https://oddsfiles.dev/problems/admin-cross-site',
+        title: 'Cross-site requests may not change the admin endpoints',
+      });
       expect(await queue.isPaused()).toBe(false);
     });
 
@@ -248,7 +255,13 @@ describe('operator endpoints', () => {
           const res = await app.inject({ url, remoteAddress });
           expect(res.statusCode, remoteAddress).toBe(403);
           expect(res.headers['content-type']).toBe('application/problem+json');
-          expect(res.json()).toMatchObject({ status: 403, type: 'https://oddsfiles.dev/problems/forbidden' });
+          // A problem of its own, not the API's "Not allowed for this key": no key is involved.
+          expect(res.json()).toMatchObject({
+            status: 403,
+            type: 'https://oddsfiles.dev/problems/admin-forbidden',
+            title: 'Admin access only from loopback or with the admin token',
+          });
+          expect(res.json<{ title: string }>().title).not.toMatch(/key/i);
           expect(res.json<{ detail: string }>().detail).toMatch(/ADMIN_TOKEN/);
         }
         // A Host that is not a loopback name (DNS rebinding): refused even from loopback.
@@ -276,6 +289,15 @@ describe('operator endpoints', () => {
       expect(checkAdminAccess(undefined, { ...facts, origin: 'http://evil.example' })).toMatchObject({ ok: false, reason: 'cross_site' });
       expect(checkAdminAccess(undefined, { ...facts, origin: undefined, secFetchSite: 'same-site' })).toMatchObject({ ok: false, reason: 'cross_site' });
       expect(checkAdminAccess(undefined, { ...facts, method: 'GET', origin: 'http://evil.example' }).ok).toBe(true);
+      // Each refusal is a problem of its own (the metrics listener of a worker sends these too).
+      const remote = checkAdminAccess(undefined, { ...facts, method: 'GET', origin: undefined, remoteAddress: '10.1.2.3', clientIp: '10.1.2.3' });
+      expect(remote.ok || { status: remote.problem.status, code: remote.problem.code, title: remote.problem.title }).toEqual({
+        status: 403,
+        code: 'http.admin_forbidden',
+        title: 'Admin access only from loopback or with the admin token',
+      });
+      const wrong = checkAdminAccess('the-token', { ...facts, method: 'GET', origin: undefined, authorization: 'Bearer nope' });
+      expect(wrong.ok || wrong.problem.title).toBe('Missing or invalid admin token');
     });
   });
 

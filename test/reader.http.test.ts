@@ -10,6 +10,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpProblem } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
+import { toProblem } from '../src/reader/problem.js';
 import type { RateLimitCheck } from '../src/reader/rate-limit.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { createReaderFixture, oddsDocument, type ReaderFixture, type ReaderInstance } from './helpers/reader-fixture.js';
@@ -290,8 +291,60 @@ describe('every error is a problem', () => {
       }
     }
     const withBody = await reader.app.inject({ method: 'POST', url: '/v1/files', payload: '<xml/>', headers: { 'content-type': 'text/xml' } });
-    expect(withBody.statusCode).toBeGreaterThanOrEqual(400);
-    expect(withBody.headers['content-type']).toBe('application/problem+json');
+    expectProblem(withBody, 405);
+    expect(withBody.headers.allow).toBe('GET, HEAD');
+  });
+
+  it('another method on an API path: 405 + Allow before any body is read, whatever the body', async () => {
+    const paths = ['/v1/files', `/v1/data/${LIVE}`, `/v1/data/${UNPUBLISHED_LIVE}`, '/v1/data/..%2Fetc%2Fpasswd', '/v1/openapi.json', '/healthz', '/readyz', '/metrics'];
+    const bodies: [string, string][] = [
+      ['application/json', '{bad'],
+      ['application/json', '{"files":[]}'],
+      ['text/xml', '<xml/>'],
+      ['application/json', `"${'x'.repeat(64 * 1024)}"`], // over the body limit
+      ['application/x-unknown', 'anything'],
+    ];
+    const comparable = (res: LightMyRequestResponse) => {
+      const { date: _date, 'content-length': _length, ...rest } = res.headers;
+      return rest;
+    };
+    for (const url of paths) {
+      for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
+        // The answer to the bodiless request, as it always was.
+        const bare = await reader.app.inject({ method, url, headers: { 'x-api-key': keys.pro } });
+        responses.push(bare);
+        expectProblem(bare, 405);
+        expect(bare.headers.allow).toBe('GET, HEAD');
+        expect(bare.json().detail).toBe(`Only GET and HEAD are allowed here, not ${method}.`);
+        expect(bare.headers.connection).not.toBe('close');
+        for (const [type, payload] of bodies) {
+          const what = `${method} ${url} ${type} ${payload.slice(0, 20)}`;
+          const res = await reader.app.inject({ method, url, payload, headers: { 'x-api-key': keys.pro, 'content-type': type } });
+          expect(res.statusCode, what).toBe(405);
+          expect(comparable(res), what).toEqual(comparable(bare));
+          expect(res.body, what).toBe(bare.body);
+        }
+      }
+    }
+    // Without a key too: the method is refused before anything else is looked at.
+    const anonymous = await reader.app.inject({ method: 'POST', url: '/v1/files', payload: '{bad', headers: { 'content-type': 'application/json' } });
+    expectProblem(anonymous, 405);
+    expect(anonymous.headers.allow).toBe('GET, HEAD');
+    // A path the API does not have stays a 404 (and its body is still Fastify's to refuse).
+    expectProblem(await reader.app.inject({ method: 'POST', url: '/nowhere', headers: { 'x-api-key': keys.pro } }), 404);
+    expectProblem(await reader.app.inject({ method: 'POST', url: '/nowhere', payload: '{bad', headers: { 'content-type': 'application/json' } }), 400);
+  });
+
+  it('a framework error with a bare status gets the general problem of that status, never an admin one', () => {
+    for (const [statusCode, type, title] of [
+      [401, 'unauthorized', 'Missing or invalid API key'],
+      [403, 'forbidden', 'Not allowed for this key'],
+      [404, 'not-found', 'Not found'],
+    ] as const) {
+      const problem = toProblem(Object.assign(new Error('x'), { statusCode }));
+      expect(problem.type).toBe(`https://oddsfiles.dev/problems/${type}`);
+      expect(problem.title).toBe(title);
+    }
   });
 
   it('a malformed URL: 400', async () => {

@@ -8,8 +8,9 @@
  *   name too (a DNS-rebinding page cannot reach the dashboard). Anything else → 403.
  * - Either way, a state-changing request (POST, PUT, ...) that a browser marks as cross-site is
  *   refused (403): another web page must not drive the dashboard with the operator's credentials.
- * Refusals are application/problem+json from the HttpProblem catalogue. The token is compared in
- * constant time and never logged.
+ * Refusals are application/problem+json from the HttpProblem catalogue, with problems of their own
+ * (admin_unauthorized, admin_forbidden, admin_cross_site: no API key is involved here). The token
+ * is compared in constant time and never logged.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
@@ -91,7 +92,7 @@ function isCrossSite(facts: AdminRequestFacts): boolean {
 /** Decide one request. `token` is config.adminToken. */
 export function checkAdminAccess(token: string | undefined, facts: AdminRequestFacts): AdminDecision {
   if (isCrossSite(facts)) {
-    return { ok: false, reason: 'cross_site', problem: new HttpProblem('forbidden', 'Cross-site requests may not change anything on the admin endpoints.') };
+    return { ok: false, reason: 'cross_site', problem: new HttpProblem('admin_cross_site', 'Cross-site requests may not change anything on the admin endpoints.') };
   }
   if (token !== undefined) {
     const given = presentedToken(facts.authorization);
@@ -99,11 +100,11 @@ export function checkAdminAccess(token: string | undefined, facts: AdminRequestF
       return {
         ok: false,
         reason: 'missing_token',
-        problem: new HttpProblem('unauthorized', 'This admin endpoint needs the admin token: send Authorization: Bearer <ADMIN_TOKEN>.'),
+        problem: new HttpProblem('admin_unauthorized', 'This admin endpoint needs the admin token: send Authorization: Bearer <ADMIN_TOKEN>.'),
       };
     }
     if (!timingSafeEqual(digest(given), digest(token))) {
-      return { ok: false, reason: 'wrong_token', problem: new HttpProblem('unauthorized', 'The admin token is not valid.') };
+      return { ok: false, reason: 'wrong_token', problem: new HttpProblem('admin_unauthorized', 'The admin token is not valid.') };
     }
     return { ok: true };
   }
@@ -112,7 +113,7 @@ export function checkAdminAccess(token: string | undefined, facts: AdminRequestF
     return {
       ok: false,
       reason: 'not_loopback',
-      problem: new HttpProblem('forbidden', 'Without ADMIN_TOKEN the admin endpoints answer loopback requests (http://127.0.0.1 or http://localhost) only; set ADMIN_TOKEN to reach them from elsewhere.'),
+      problem: new HttpProblem('admin_forbidden', 'Without ADMIN_TOKEN the admin endpoints answer loopback requests (http://127.0.0.1 or http://localhost) only; set ADMIN_TOKEN to reach them from elsewhere.'),
     };
   }
   return { ok: true };

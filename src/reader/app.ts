@@ -2,7 +2,9 @@
  * The reader's HTTP application: GET /v1/files and GET /v1/data/{filename} for API consumers,
  * GET /v1/openapi.json (the API's OpenAPI 3.1 description), /healthz and /readyz for operators.
  * Order of checks on /v1: credentials (401; marketplace plan not mapped: 403), rate (429),
- * published (404), allow-list (403). Every error is a problem+json from src/errors.ts.
+ * published (404), allow-list (403); another method than GET or HEAD is refused (405 + Allow)
+ * before any body is read. Every error is a problem+json from src/errors.ts, and every answer gets
+ * its request line and its count, also those given before routing (edge-report.ts).
  *
  * The edge: HTTPS (HTTP/2 with ALPN, HTTP/1.1 too) when config.http.tls names a certificate and
  * key, plain HTTP otherwise; bounded headers (431), request and keep-alive timeouts, 503 +
@@ -29,7 +31,8 @@ import { FILES_PATH, filesHandler } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
-import { attachEdgeHandlers, clientErrorHandler, errorHandler, notFoundHandler, requireHost } from './problem.js';
+import { createEdgeReport, type ResponseObserver } from './edge-report.js';
+import { attachEdgeHandlers, clientErrorHandler, errorHandler, frameworkErrorHandler, notFoundHandler, refuseOtherMethods, requireHost } from './problem.js';
 import { ALLOWED, rateLimitHook, type RateLimitCheck } from './rate-limit.js';
 import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
@@ -104,6 +107,13 @@ export interface ReaderAppDeps {
    * registerOps's onResponse hook is told of Fastify's: pass the same counter (Metrics.httpResponse).
    */
   readonly onHotResponse?: ((route: string, method: string, status: number, durationMs: number) => void) | undefined;
+  /**
+   * Told of every response given before Fastify routes the request (a URL that cannot be decoded,
+   * a request Node's parser refuses, CONNECT, Upgrade: edge-report.ts), under the route label
+   * `unmatched`; the duration is undefined when the start of the request was never seen. Pass the
+   * same counter (Metrics.httpResponse).
+   */
+  readonly onEdgeResponse?: ResponseObserver | undefined;
   readonly pressure?: PressureLimits | undefined;
   readonly edge?: EdgeLimits | undefined;
 }
@@ -117,6 +127,9 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   // Shared with the hot path, so that both lanes name requests and clients alike.
   const nextRequestId = createRequestIds();
   const trust = trustFunction(config.reader.trustProxy);
+  const ipOf = clientIp(trust);
+  // The answers Fastify's hooks never see get their request line and count here.
+  const edgeReport = createEdgeReport({ log, minLoggedStatus: minLoggedStatus(config.reader.requestLog), nextRequestId, observe: deps.onEdgeResponse });
   const app = fastify({
     loggerInstance: log,
     logController: new ReaderLogController(config.reader.requestLog),
@@ -125,8 +138,8 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     childLoggerFactory: (logger: FastifyBaseLogger) => logger,
     genReqId: nextRequestId,
     trustProxy: trust ?? false,
-    clientErrorHandler,
-    frameworkErrors: errorHandler,
+    clientErrorHandler: clientErrorHandler(edgeReport),
+    frameworkErrors: frameworkErrorHandler(edgeReport, ipOf),
     // While draining, requests still get real answers: the data is in memory.
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
@@ -152,7 +165,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
         }
       : {}),
   } as Parameters<typeof fastify>[0]) as unknown as FastifyInstance;
-  attachEdgeHandlers(app.server, edge);
+  attachEdgeHandlers(app.server, edge, edgeReport, ipOf);
 
   app.decorateRequest('principal', null);
   app.setErrorHandler(errorHandler);
@@ -182,6 +195,9 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     gate: limits?.authFailures,
   });
   const rateLimit = rateLimitHook(deps.rateLimit ?? limits?.check);
+  // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the
+  // not-found handler was): another method on an API path is refused before its body is read.
+  app.addHook('onRequest', refuseOtherMethods);
   const lists = createFileLists(state.published);
   const pick = createVariantPicker(state.published);
 
@@ -211,7 +227,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       pick,
       unavailable: () => closing || app.isUnderPressure(),
       nextRequestId,
-      clientIp: clientIp(trust),
+      clientIp: ipOf,
       log,
       minLoggedStatus: minLoggedStatus(config.reader.requestLog),
       observe: deps.onHotResponse,

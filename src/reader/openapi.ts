@@ -8,6 +8,10 @@
  * nothing on the request path. No request schema is attached either (no validation per request):
  * the data route is the wildcard /v1/data/*, presented as /v1/data/{filename} by the transform.
  * Routes outside /v1 (health, metrics, admin) are left out of the document.
+ *
+ * HEAD is documented beside each GET (operation id with `Head` appended: the same answers without
+ * a body). Other methods have no operation (no code generator should offer them): the 405 they get,
+ * with its Allow header, is listed among the responses of each path's GET and HEAD.
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -43,10 +47,20 @@ const RATE_HEADERS = {
 
 const RETRY_AFTER = { type: 'integer', description: 'Seconds to wait before retrying.' } as const;
 
+const VARY = { type: 'string', description: '`Accept-Encoding`' } as const;
+
 const problem = (description: string, headers: Record<string, unknown> = {}) => ({
   description,
   headers,
   content: { 'application/problem+json': { schema: PROBLEM_REF } },
+});
+
+/**
+ * What any other method than GET and HEAD gets on a /v1 path: refused before its body is read and
+ * before the key is looked at. Listed with GET and HEAD, as the methods themselves are not operations.
+ */
+const METHOD_NOT_ALLOWED = problem('Not an answer to GET or HEAD: any other method on this path (POST, PUT, DELETE...) gets 405, whatever its body and its key.', {
+  Allow: { type: 'string', description: 'The methods of this path: `GET, HEAD`.' },
 });
 
 /** Statuses every /v1 operation may answer with besides its own. */
@@ -60,6 +74,7 @@ const COMMON_PROBLEMS = {
     'Retry-After': RETRY_AFTER,
   }),
   503: problem('Starting up, a file being loaded, or overloaded: retry after Retry-After seconds.', { 'Retry-After': RETRY_AFTER }),
+  405: METHOD_NOT_ALLOWED,
 };
 
 const CONDITIONAL_HEADERS = {
@@ -106,7 +121,7 @@ export const DATA_ROUTE_SCHEMA = {
         ...RATE_HEADERS,
         ...CONDITIONAL_HEADERS,
         'Last-Modified': { type: 'string', description: 'When this version was published.' },
-        Vary: { type: 'string', description: '`Accept-Encoding`' },
+        Vary: VARY,
         'Content-Encoding': { type: 'string', enum: ['br', 'gzip'], description: 'When you accepted a coding.' },
       },
       content: {
@@ -126,7 +141,7 @@ export const DATA_ROUTE_SCHEMA = {
     },
     304: {
       description: 'Not modified: If-None-Match (or If-Modified-Since) says your copy is current.',
-      headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS, 'Last-Modified': { type: 'string' } },
+      headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS, 'Last-Modified': { type: 'string' }, Vary: VARY },
       type: 'null',
     },
     ...COMMON_PROBLEMS,
@@ -142,6 +157,7 @@ export const OPENAPI_ROUTE_SCHEMA = {
   security: [],
   response: {
     200: { description: 'The OpenAPI document.', content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } } },
+    405: METHOD_NOT_ALLOWED,
     503: problem('Overloaded: retry after Retry-After seconds.', { 'Retry-After': RETRY_AFTER }),
   },
 } as const;
@@ -181,15 +197,39 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
       security: [{ ApiKeyAuth: [] }],
     },
+    // HEAD beside each GET (Fastify adds the HEAD routes; headOperation below describes them).
+    exposeHeadRoutes: true,
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
-    transform: ({ schema, url }) => {
+    transform: ({ schema, url, route }) => {
       if (!url.startsWith('/v1/')) return { schema: { ...(schema ?? {}), hide: true }, url };
-      if (url === '/v1/data/*') return { schema: { ...(schema ?? {}), params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
-      return { schema: schema ?? {}, url };
+      let out = (schema ?? {}) as Record<string, unknown>;
+      if (route.method === 'HEAD') out = headOperation(out);
+      if (url === '/v1/data/*') return { schema: { ...out, params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
+      return { schema: out, url };
     },
   });
+}
+
+/**
+ * The HEAD twin of a GET's schema: its own operation id (`listFilesHead`: @fastify/swagger would
+ * make it `listFiles-head`), and every response as the GET's without a body (headers only).
+ */
+function headOperation(schema: Record<string, unknown>): Record<string, unknown> {
+  const id = String(schema.operationId ?? '').replace(/-head$/, '');
+  const responses: Record<string, unknown> = {};
+  for (const [status, response] of Object.entries((schema.response ?? {}) as Record<string, Record<string, unknown>>)) {
+    const { content: _content, ...rest } = response;
+    responses[status] = { ...rest, type: 'null' };
+  }
+  return {
+    ...schema,
+    ...(id ? { operationId: `${id}Head` } : {}),
+    summary: `${String(schema.summary ?? '')} (headers only)`.trim(),
+    description: 'As GET, with the same headers and statuses, and no body.',
+    response: responses,
+  };
 }
 
 /** GET /v1/openapi.json: the document, built once (after the routes are known) and kept as bytes. */

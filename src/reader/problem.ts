@@ -1,12 +1,15 @@
 /**
  * Every error the reader sends is `application/problem+json` (RFC 9457) built from the one
  * catalogue in src/errors.ts: our own HttpProblems, Fastify's errors (bad URL, body parsing...),
- * unknown routes and wrong methods, and errors Node's HTTP parser meets before Fastify does.
+ * unknown routes and wrong methods (405 decided on onRequest, before any body is read), and errors
+ * Node's HTTP parser meets before Fastify does. Those answered before routing are told to an
+ * EdgeReport (edge-report.ts), so that they get their request line and count like the others.
  */
 import type { Duplex } from 'node:stream';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_PROBLEMS, HttpProblem, type HttpProblemCode } from '../errors.js';
+import { requestLineOf, type EdgeReport } from './edge-report.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -28,9 +31,11 @@ export function sendProblem(reply: FastifyReply, problem: HttpProblem): FastifyR
     .send(Buffer.from(JSON.stringify(problemBody(problem))));
 }
 
-const CODE_BY_STATUS = new Map<number, HttpProblemCode>(
-  (Object.entries(HTTP_PROBLEMS) as [HttpProblemCode, { status: number }][]).map(([code, p]) => [p.status, code]),
-);
+/** The catalogue's code for a status: the first entry with it (the general one, e.g. `forbidden`, not `admin_forbidden`). */
+const CODE_BY_STATUS = new Map<number, HttpProblemCode>();
+for (const [code, p] of Object.entries(HTTP_PROBLEMS) as [HttpProblemCode, { status: number }][]) {
+  if (!CODE_BY_STATUS.has(p.status)) CODE_BY_STATUS.set(p.status, code);
+}
 
 /** The catalogue's problem for any error: ours as they are, others by their status code. */
 export function toProblem(err: unknown): HttpProblem {
@@ -69,14 +74,50 @@ export function errorHandler(err: FastifyError, request: FastifyRequest, reply: 
   return sendProblem(reply, problem);
 }
 
+/**
+ * Framework errors (Fastify's frameworkErrors: a URL that cannot be decoded, a path segment over
+ * maxParamLength) are answered before routing, where Fastify runs no hook and writes no request
+ * line: this handler answers them as errorHandler does and tells `report` (edge-report.ts) once the
+ * answer is sent, so that they are logged and counted like every other answer.
+ */
+export function frameworkErrorHandler(report: EdgeReport, clientIp: (req: IncomingMessage) => string | undefined) {
+  return function onFrameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    const start = performance.now();
+    const res = reply.raw;
+    let reported = false;
+    const done = (error?: Error) => {
+      if (reported) return;
+      reported = true;
+      res.off('finish', onFinish);
+      res.off('error', done);
+      report({ reqId: request.id, method: request.method, url: request.url, status: res.statusCode, ms: performance.now() - start, ip: clientIp(request.raw), err: error });
+    };
+    const onFinish = () => done();
+    res.once('finish', onFinish);
+    res.once('error', done);
+    return errorHandler(err, request, reply);
+  };
+}
+
 /** Paths that exist, and the methods they take: other methods get 405 rather than 404. */
 const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
 
-export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const path = request.url.split('?', 1)[0] ?? '';
-  if (request.method !== 'GET' && request.method !== 'HEAD' && KNOWN_PATH.test(path)) {
-    return sendProblem(reply, new HttpProblem('method_not_allowed', `Only GET and HEAD are allowed here, not ${request.method}.`, { allow: 'GET, HEAD' }));
-  }
+/** The methods every known path takes (the Allow header of a 405). */
+export const ALLOWED_METHODS = 'GET, HEAD';
+
+/**
+ * onRequest hook (the last of the app's): a request that matched no route, with another method
+ * than GET or HEAD on a path the API has, gets 405 + Allow at once, before any body is read or
+ * parsed: a malformed or oversized body cannot turn it into a 400 or a 413.
+ */
+export function refuseOtherMethods(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+  const method = request.method;
+  if (method === 'GET' || method === 'HEAD' || !request.is404) return done();
+  if (!KNOWN_PATH.test(request.url.split('?', 1)[0] ?? '')) return done();
+  done(new HttpProblem('method_not_allowed', `Only GET and HEAD are allowed here, not ${method}.`, { allow: ALLOWED_METHODS }));
+}
+
+export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return sendProblem(reply, new HttpProblem('not_found', 'No such resource. The API serves GET /v1/files and GET /v1/data/{filename}.'));
 }
 
@@ -85,10 +126,10 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): F
  * once if it cannot be written to, else shortly after the answer (closing a socket with unread
  * input resets it, and the client could lose the answer).
  */
-export function writeRawProblem(socket: Duplex, problem: HttpProblem, extraHeaders = ''): void {
+export function writeRawProblem(socket: Duplex, problem: HttpProblem, extraHeaders = ''): boolean {
   if (!socket.writable) {
     socket.destroy();
-    return;
+    return false;
   }
   const body = JSON.stringify(problemBody(problem));
   socket.end(
@@ -98,6 +139,7 @@ export function writeRawProblem(socket: Duplex, problem: HttpProblem, extraHeade
   const timer = setTimeout(() => socket.destroy(), 1000);
   timer.unref();
   socket.once('close', () => clearTimeout(timer));
+  return true;
 }
 
 /** Longest request line (method, target, version) before a header overflow counts as 414, not 431. */
@@ -118,16 +160,21 @@ function requestLineOverflows(chunk: Buffer): boolean {
 
 /**
  * Node's HTTP parser rejects some requests before Fastify sees them (bad request line, header
- * overflow, timeouts): answer those with a problem too, written straight to the socket. A header
- * overflow caused by the request line alone (an over-long URL) is a 414; otherwise 431.
+ * overflow, timeouts): answer those with a problem too, written straight to the socket, and tell
+ * `report` (edge-report.ts: the request line and the count). A header overflow caused by the
+ * request line alone (an over-long URL) is a 414; otherwise 431.
  */
-export function clientErrorHandler(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  let code: HttpProblemCode =
-    err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_URI_TOO_LONG' ? 'uri_too_long' : 'bad_request';
-  if (code === 'headers_too_large' && err.rawPacket && requestLineOverflows(err.rawPacket)) code = 'uri_too_long';
-  const problem = new HttpProblem(code, code === 'bad_request' ? 'The request could not be parsed as HTTP.' : HTTP_PROBLEMS[code].title);
-  writeRawProblem(socket, problem);
+export function clientErrorHandler(report?: EdgeReport) {
+  return function onClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    let code: HttpProblemCode =
+      err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_URI_TOO_LONG' ? 'uri_too_long' : 'bad_request';
+    if (code === 'headers_too_large' && err.rawPacket && requestLineOverflows(err.rawPacket)) code = 'uri_too_long';
+    const problem = new HttpProblem(code, code === 'bad_request' ? 'The request could not be parsed as HTTP.' : HTTP_PROBLEMS[code].title);
+    if (!writeRawProblem(socket, problem)) return;
+    const { method, url } = requestLineOf(err.rawPacket);
+    report?.({ method, url, status: problem.status, ms: undefined, ip: (socket as { remoteAddress?: string }).remoteAddress });
+  };
 }
 
 /** onRequest hook: an HTTP/1.1 request must name its Host (RFC 9112 §3.2); 400 otherwise. */
@@ -151,9 +198,9 @@ export interface ServerLimits {
  * The parts of the listener Fastify does not set (or not for an HTTP/2 server's HTTP/1.1
  * fallback): header size and timeouts, how often they are checked, and answers to CONNECT and
  * to Upgrade requests (the API has no tunnel and no WebSocket): 405 and 404 problems, where Node
- * would otherwise drop the connection without a word.
+ * would otherwise drop the connection without a word, told to `report` (edge-report.ts).
  */
-export function attachEdgeHandlers(server: object, limits: ServerLimits): void {
+export function attachEdgeHandlers(server: object, limits: ServerLimits, report?: EdgeReport, clientIp?: (req: IncomingMessage) => string | undefined): void {
   const s = server as {
     maxHeaderSize?: number;
     headersTimeout?: number;
@@ -173,12 +220,14 @@ export function attachEdgeHandlers(server: object, limits: ServerLimits): void {
   if (limits.maxRequestsPerSocket > 0) s.maxRequestsPerSocket = limits.maxRequestsPerSocket;
   // Node checks header and request timeouts on this period (30 s by default: too coarse).
   s.connectionsCheckingInterval = Math.min(2000, s.headersTimeout);
-  s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+  const answered = (req: IncomingMessage, status: number) =>
+    report?.({ method: req.method, url: req.url, status, ms: undefined, ip: clientIp ? clientIp(req) : req.socket.remoteAddress });
+  s.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => undefined);
-    writeRawProblem(socket, new HttpProblem('method_not_allowed', 'Only GET and HEAD are allowed here, not CONNECT.'), 'Allow: GET, HEAD\r\n');
+    if (writeRawProblem(socket, new HttpProblem('method_not_allowed', 'Only GET and HEAD are allowed here, not CONNECT.'), `Allow: ${ALLOWED_METHODS}\r\n`)) answered(req, 405);
   });
-  s.on('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+  s.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => undefined);
-    writeRawProblem(socket, new HttpProblem('not_found', 'This API has no WebSocket or other upgradable endpoint.'));
+    if (writeRawProblem(socket, new HttpProblem('not_found', 'This API has no WebSocket or other upgradable endpoint.'))) answered(req, 404);
   });
 }

@@ -3,7 +3,8 @@
  * method, URL (anything key-shaped scrubbed), status, time, key id. Never the key: the headers
  * are not logged, and the logger redacts X-API-Key (REDACT_PATHS) should anything log them. The
  * hot path (hot-path.ts) writes the same line for the requests it answers (requestLine,
- * minLoggedStatus, and the request ids of createRequestIds, which Fastify uses too).
+ * minLoggedStatus, and the request ids of createRequestIds, which Fastify uses too), and so does
+ * the edge (edge-report.ts) for the answers given before Fastify routes a request.
  *
  * `reader.request_log` chooses which requests get that line: `all`, `errors` (responses of 400 and
  * up: refusals, unknown files, overload) or `off`. A request that failed with an error is logged
@@ -32,9 +33,21 @@ export function minLoggedStatus(mode: RequestLogMode = 'all'): number {
   return mode === 'all' ? 0 : mode === 'errors' ? 400 : Number.POSITIVE_INFINITY;
 }
 
-/** The fields of the request line, in the same order from either lane (Fastify or the hot path). */
-export function requestLine(reqId: string, method: string, url: string, status: number, elapsedMs: number, keyId: string | undefined, ip: string | undefined) {
-  return { reqId, method, url: scrubKeys(url), status, ms: Math.round(elapsedMs * 100) / 100, keyId, ip };
+/**
+ * The fields of the request line, in the same order from every lane (Fastify, the hot path, the
+ * edge: edge-report.ts). What the edge cannot know (the method and URL of a request Node could not
+ * parse, the time of a request it never saw begin) is left out of the line.
+ */
+export function requestLine(reqId: string, method: string | undefined, url: string | undefined, status: number, elapsedMs: number | undefined, keyId: string | undefined, ip: string | undefined) {
+  return {
+    reqId,
+    method,
+    url: url === undefined ? undefined : scrubKeys(url),
+    status,
+    ms: elapsedMs === undefined ? undefined : Math.round(elapsedMs * 100) / 100,
+    keyId,
+    ip,
+  };
 }
 
 export class ReaderLogController extends LogController {
