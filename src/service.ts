@@ -29,13 +29,40 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
+/** After ingest.shutdown_timeout, how long each step of a stop may still take (see close). */
+const LATE_STEP_MS = 1000;
+
 export async function startService(config: Config, roles: readonly Role[], log: Logger): Promise<RunningService> {
   const closers: (() => Promise<unknown>)[] = [];
+  // Every Redis connection of the process (the worker role's too): see `close`.
+  const redisConnections = new Set<Redis>();
   let stopping = false;
   const close = async () => {
     stopping = true;
-    for (const fn of closers.reverse()) {
-      await fn().catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'error while stopping'));
+    // With Redis away, what waits for it (the watcher's adds, BullMQ's closes: they wait for the
+    // connection to be ready) would hold the stop until Redis came back. After
+    // ingest.shutdown_timeout the connections that are not ready are dropped, and each step of the
+    // stop still running or still to run gets LATE_STEP_MS more at most. Nothing is lost: a drop
+    // not queued stays in the inbox and a claim in .processing, for the next start.
+    let late: (() => void) | undefined;
+    const lateSignal = new Promise<void>((resolve) => (late = resolve));
+    const deadline = setTimeout(() => {
+      const stuck = [...redisConnections].filter((c) => c.status !== 'ready' && c.status !== 'end');
+      if (stuck.length > 0) {
+        log.warn({ connections: stuck.length }, 'stopping: Redis does not answer; dropping its connections (drops not queued stay in the inbox, claims in .processing)');
+        for (const c of stuck) c.disconnect();
+      }
+      late!();
+    }, config.ingest.shutdownTimeoutMs);
+    deadline.unref();
+    const cut = lateSignal.then(() => new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), LATE_STEP_MS).unref()));
+    try {
+      for (const fn of closers.reverse()) {
+        const step = fn().catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'error while stopping'));
+        if ((await Promise.race([step, cut])) === 'late') log.warn({ afterMs: config.ingest.shutdownTimeoutMs + LATE_STEP_MS }, 'stopping: a step did not finish in time; going on without it');
+      }
+    } finally {
+      clearTimeout(deadline);
     }
   };
   try {
@@ -47,6 +74,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       const c = createRedis(redisInfo.url, role, `${config.redis.prefix}:${name}`);
       c.on('error', (err) => log.debug({ err: { message: err.message }, connection: name }, 'redis connection error'));
       connections.push(c);
+      redisConnections.add(c);
       return c;
     };
     closers.push(async () => {
@@ -107,7 +135,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
 
     if (roles.includes('worker') && queue) {
       const { startWorkerRole } = await import('./ingest/worker-role.js');
-      const stop = await startWorkerRole({ config, redisUrl: redisInfo.url, client, keys, queue, store, catalog, registry, metrics, log, onPublished: offerToReader });
+      const stop = await startWorkerRole({ config, redisUrl: redisInfo.url, client, keys, queue, store, catalog, registry, metrics, log, onPublished: offerToReader, onConnection: (c) => redisConnections.add(c) });
       closers.push(stop);
     }
 

@@ -37,6 +37,8 @@ export interface WorkerRoleDeps {
   readonly registry: FeedRegistry;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** Told of each Redis connection the role opens (the service drops those Redis never answers on stop). */
+  readonly onConnection?: ((connection: Redis) => void) | undefined;
   /** In one process the reader takes the bytes just published: no store read, no wait for the announcement. */
   readonly onPublished?: PublisherDeps['onPublished'];
 }
@@ -73,6 +75,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       // Each worker (the supervisor may replace one) owns its connection and closes it.
       const connection = createRedis(deps.redisUrl, 'worker', `${config.redis.prefix}:worker`);
       connection.on('error', (err) => log.debug({ err: { message: err.message } }, 'redis worker connection error'));
+      deps.onConnection?.(connection);
       const worker = createIngestWorker({
         connection,
         prefix: config.redis.prefix,
