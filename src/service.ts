@@ -29,7 +29,12 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-/** After ingest.shutdown_timeout, how long each step of a stop may still take (see close). */
+/**
+ * A stop's deadline is ingest.shutdown_timeout plus STOP_GRACE_MS (the worker role's own forced
+ * close and manifest flush run at the timeout: they get the grace); past it, each step of the stop
+ * may take LATE_STEP_MS more (see close).
+ */
+const STOP_GRACE_MS = 3000;
 const LATE_STEP_MS = 1000;
 
 export async function startService(config: Config, roles: readonly Role[], log: Logger): Promise<RunningService> {
@@ -41,8 +46,8 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     stopping = true;
     // With Redis away, what waits for it (the watcher's adds, BullMQ's closes: they wait for the
     // connection to be ready) would hold the stop until Redis came back. After
-    // ingest.shutdown_timeout the connections that are not ready are dropped, and each step of the
-    // stop still running or still to run gets LATE_STEP_MS more at most. Nothing is lost: a drop
+    // ingest.shutdown_timeout + STOP_GRACE_MS the connections that are not ready are dropped, and
+    // each step of the stop still running or still to run gets LATE_STEP_MS more at most. Nothing is lost: a drop
     // not queued stays in the inbox and a claim in .processing, for the next start.
     let isLate = false;
     let late: (() => void) | undefined;
@@ -55,7 +60,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       }
       isLate = true;
       late!();
-    }, config.ingest.shutdownTimeoutMs);
+    }, config.ingest.shutdownTimeoutMs + STOP_GRACE_MS);
     deadline.unref();
     const oneMore = () => new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), LATE_STEP_MS).unref());
     try {
