@@ -49,7 +49,6 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     // ingest.shutdown_timeout + STOP_GRACE_MS the connections that are not ready are dropped, and
     // each step of the stop still running or still to run gets LATE_STEP_MS more at most. Nothing is lost: a drop
     // not queued stays in the inbox and a claim in .processing, for the next start.
-    let isLate = false;
     let late: (() => void) | undefined;
     const lateSignal = new Promise<void>((resolve) => (late = resolve));
     const deadline = setTimeout(() => {
@@ -58,7 +57,6 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         log.warn({ connections: stuck.length }, 'stopping: Redis does not answer; dropping its connections (drops not queued stay in the inbox, claims in .processing)');
         for (const c of stuck) c.disconnect();
       }
-      isLate = true;
       late!();
     }, config.ingest.shutdownTimeoutMs + STOP_GRACE_MS);
     deadline.unref();
@@ -66,8 +64,8 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     try {
       for (const fn of closers.reverse()) {
         const step = fn().catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'error while stopping'));
-        // Unbounded until the deadline; from then on, LATE_STEP_MS for this step.
-        const limit = isLate ? oneMore() : lateSignal.then(oneMore);
+        // Unbounded until the deadline; from then on (or at once, past it), LATE_STEP_MS for this step.
+        const limit = lateSignal.then(oneMore);
         if ((await Promise.race([step, limit])) === 'late') log.warn({ afterMs: LATE_STEP_MS }, 'stopping: a step did not finish in time; going on without it');
       }
     } finally {
