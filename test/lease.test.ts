@@ -52,32 +52,6 @@ describe('block size and grant', () => {
 });
 
 describe('token leases', () => {
-  it('takeHeld takes only a token held now, and otherwise counts and starts nothing', async () => {
-    const shared = sharedCounter();
-    const leases = createTokenLeases({ lease: shared.lease, now: shared.now });
-    // No counter yet: nothing taken, no lease sent.
-    expect(leases.takeHeld('k', 16)).toBeUndefined();
-    expect(shared.calls).toEqual([]);
-    // A lease in flight: still nothing (the request would have to wait for it).
-    const first = leases.take('k', 16, 60_000);
-    expect(first).toBeInstanceOf(Promise);
-    expect(leases.takeHeld('k', 16)).toBeUndefined();
-    expect((await first).remaining).toBe(15);
-    expect(shared.calls).toEqual([{ key: 'k', n: 2 }]);
-    // The block's other token: taken at once, with Remaining as take() would give it.
-    expect(leases.takeHeld('k', 16)).toMatchObject({ allowed: true, remaining: 14 });
-    // The block used up: undefined, no new lease; take() then asks for the next block.
-    expect(leases.takeHeld('k', 16)).toBeUndefined();
-    expect(shared.calls).toHaveLength(1);
-    expect((await take(leases.take('k', 16, 60_000))).remaining).toBe(13);
-    expect(shared.calls).toHaveLength(2);
-    // A window known to be full is left to take() (which refuses) as well.
-    const full = createTokenLeases({ lease: shared.lease, now: shared.now });
-    for (let i = 0; i < 16; i++) await take(full.take('f', 1, 60_000));
-    expect(await take(full.take('f', 1, 60_000))).toMatchObject({ allowed: false });
-    expect(full.takeHeld('f', 1)).toBeUndefined();
-  });
-
   it('allows exactly max per window from one reader, with Remaining counting down', async () => {
     const shared = sharedCounter();
     const leases = createTokenLeases({ lease: shared.lease, now: shared.now });

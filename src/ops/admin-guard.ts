@@ -16,8 +16,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HttpProblem } from '../errors.js';
+import { PROBLEM_CONTENT_TYPE, problemPayload } from '../problem-json.js';
 
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 export const ADMIN_REALM = 'oddsfiles-admin';
 
 export type AdminDenyReason = 'missing_token' | 'wrong_token' | 'not_loopback' | 'cross_site';
@@ -126,10 +126,6 @@ export function challenges(reason: AdminDenyReason): string[] {
 }
 
 /** The body of a refusal, as every problem+json of the service. */
-export function problemJson(problem: HttpProblem): string {
-  return JSON.stringify({ type: problem.type, title: problem.title, status: problem.status, detail: problem.detail });
-}
-
 export interface AdminGuardOptions {
   /** config.adminToken. */
   readonly token: string | undefined;
@@ -157,6 +153,6 @@ export function adminGuard(options: AdminGuardOptions) {
     reply.code(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).header('cache-control', 'no-store');
     if (problem.status === 401) reply.header('www-authenticate', challenges(decision.reason));
     // Answered here rather than thrown: the dashboard's own error handler must not reshape it.
-    return reply.send(Buffer.from(problemJson(problem)));
+    return reply.send(problemPayload(problem));
   };
 }

@@ -7,7 +7,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { HttpProblem } from '../errors.js';
 import type { Logger } from '../log.js';
-import { challenges, checkAdminAccess, problemJson, PROBLEM_CONTENT_TYPE } from './admin-guard.js';
+import { PROBLEM_CONTENT_TYPE, problemPayload } from '../problem-json.js';
+import { challenges, checkAdminAccess } from './admin-guard.js';
 import type { Metrics } from './metrics.js';
 
 export interface MetricsServerOptions {
@@ -28,13 +29,13 @@ export interface RunningMetricsServer {
 }
 
 function sendProblem(res: ServerResponse, problem: HttpProblem, extra: Record<string, string | string[]> = {}): void {
-  const body = problemJson(problem);
+  const body = problemPayload(problem);
   res.writeHead(problem.status, {
     ...problem.headers,
     ...extra,
     'content-type': PROBLEM_CONTENT_TYPE,
     'cache-control': 'no-store',
-    'content-length': Buffer.byteLength(body),
+    'content-length': body.length,
   });
   res.end(body);
 }

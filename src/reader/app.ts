@@ -20,22 +20,30 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { HttpProblem } from '../errors.js';
 import { createMarketplaceAuth } from '../keys/marketplace.js';
+import type { Principal } from '../keys/ring.js';
 import { REDACT_PATHS, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
-import { authHook, type AuthFailure } from './auth.js';
-import { createVariantPicker, DATA_ROUTE, dataHandler, MAX_NAME_LENGTH } from './data-route.js';
+import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
 import { clientIp, trustFunction } from './client-ip.js';
-import { createHotPath, type HotPath } from './hot-path.js';
-import { FILES_PATH, filesHandler } from './files-route.js';
+import { createFrontDoor, type FrontDoor } from './front-door.js';
+import { FILES_PATH } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
 import { createEdgeReport, type ResponseObserver } from './edge-report.js';
-import { attachEdgeHandlers, clientErrorHandler, errorHandler, frameworkErrorHandler, notFoundHandler, refuseOtherMethods, requireHost } from './problem.js';
-import { ALLOWED, rateLimitHook, type RateLimitCheck } from './rate-limit.js';
+import { attachEdgeHandlers, clientErrorHandler, errorHandler, frameworkErrorHandler, notFoundHandler, refuseOtherMethods, requireHost, sendFlat } from './problem.js';
+import type { RateLimitCheck } from './rate-limit.js';
 import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
+import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Who a /v1 request acted for, once the v1 handler has answered it (the request line's keyId). */
+    principal: Principal | null;
+  }
+}
 
 /** When the process counts as overloaded (@fastify/under-pressure); 0 turns a check off. */
 export interface PressureLimits {
@@ -103,10 +111,10 @@ export interface ReaderAppDeps {
   /** Told of every failed authentication (metrics). */
   readonly onAuthFailed?: ((reason: AuthFailure) => void) | undefined;
   /**
-   * Told of every response the hot path answers (route pattern, method, status, ms), as
+   * Told of every response the front door sends (route pattern, method, status, ms), as
    * registerOps's onResponse hook is told of Fastify's: pass the same counter (Metrics.httpResponse).
    */
-  readonly onHotResponse?: ((route: string, method: string, status: number, durationMs: number) => void) | undefined;
+  readonly onFrontDoorResponse?: ((route: string, method: string, status: number, durationMs: number) => void) | undefined;
   /**
    * Told of every response given before Fastify routes the request (a URL that cannot be decoded,
    * a request Node's parser refuses, CONNECT, Upgrade: edge-report.ts), under the route label
@@ -124,7 +132,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   const log = deps.log.child({ component: 'reader' }, { redact: { paths: REDACT_PATHS, censor: '[redacted]' } });
   const edge = { ...EDGE_DEFAULTS, ...deps.edge };
   const tls = config.http.tls;
-  // Shared with the hot path, so that both lanes name requests and clients alike.
+  // Shared with the front door, so that both senders name requests and clients alike.
   const nextRequestId = createRequestIds();
   const trust = trustFunction(config.reader.trustProxy);
   const ipOf = clientIp(trust);
@@ -174,7 +182,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   await registerOpenApi(app);
   await registerPressure(app, deps.pressure, log);
   // From the start of close() on, Fastify answers with `Connection: close` so that keep-alive
-  // clients move to another reader: the hot path then leaves every request to it. (Added before
+  // clients move to another reader: the front door then leaves every request to it. (Added before
   // the hooks of `register`, so that it holds while theirs run.)
   let closing = false;
   app.addHook('preClose', (done) => {
@@ -186,82 +194,84 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   const limits = deps.limits
     ? await registerReaderLimits(app, { ...deps.limits, prefix: config.redis.prefix, authFailures: config.reader.authFailures, log })
     : undefined;
-  const marketplaces = createMarketplaceAuth(config.marketplaces, config.plans);
-  const authenticate = authHook({
+  const lists = createFileLists(state.published);
+  const pick = createVariantPicker(state.published);
+  const v1 = createV1Handler({
     ring: state.keys,
     isLoaded: state.loaded,
-    onFailed: deps.onAuthFailed,
-    marketplaces,
+    marketplaces: createMarketplaceAuth(config.marketplaces, config.plans),
     gate: limits?.authFailures,
+    onAuthFailed: deps.onAuthFailed,
+    rate: deps.rateLimit ?? limits?.check,
+    published: state.published,
+    lists,
+    pick,
+    clientIp: ipOf,
   });
-  const rateLimit = rateLimitHook(deps.rateLimit ?? limits?.check);
   // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the
   // not-found handler was): another method on an API path is refused before its body is read.
   app.addHook('onRequest', refuseOtherMethods);
-  const lists = createFileLists(state.published);
-  const pick = createVariantPicker(state.published);
 
-  app.get(FILES_PATH, { schema: FILES_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit }, filesHandler(lists));
+  app.get(FILES_PATH, { schema: FILES_ROUTE_SCHEMA }, viaFastify(v1, () => undefined));
   // A wildcard, so that every name (even one with `/` or `..`) goes through the checks in order.
-  app.get<{ Params: { '*': string } }>(
-    DATA_ROUTE,
-    { schema: DATA_ROUTE_SCHEMA, onRequest: authenticate, preHandler: rateLimit },
-    dataHandler(state.published, pick),
-  );
+  app.get<{ Params: { '*': string } }>(DATA_ROUTE, { schema: DATA_ROUTE_SCHEMA }, viaFastify(v1, (request) => (request.params as { '*': string })['*']));
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));
 
   await app.ready();
-  // The hot path must know the rate decision before counting anything; a rate check of the
-  // caller's own (tests) cannot say that, so with one every request goes through Fastify.
-  if (config.reader.hotPath && !deps.rateLimit) {
-    const hot = createHotPath({
-      ring: state.keys,
-      isLoaded: state.loaded,
-      marketplaces,
-      anyLocked: limits?.authFailures.anyLocked,
-      checkNow: limits?.checkNow ?? (() => ALLOWED),
-      published: state.published,
-      lists,
-      pick,
+  if (config.reader.hotPath) {
+    const door = createFrontDoor({
+      handler: v1,
       unavailable: () => closing || app.isUnderPressure(),
       nextRequestId,
       clientIp: ipOf,
       log,
       minLoggedStatus: minLoggedStatus(config.reader.requestLog),
-      observe: deps.onHotResponse,
+      observe: deps.onFrontDoorResponse,
     });
-    routeThroughHotPath(app, hot);
+    routeThroughFrontDoor(app, door);
   }
   return app;
 }
 
+/** A /v1 route's Fastify handler: the v1 handler's reply, sent through Fastify's reply. */
+function viaFastify(v1: V1Handler, nameOf: (request: FastifyRequest) => string | undefined) {
+  return (request: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply> => {
+    const send = (r: V1Reply): FastifyReply => {
+      request.principal = r.principal ?? null;
+      return sendFlat(reply, r.status, r.headers, r.body);
+    };
+    const r = v1.resolve(request.raw as IncomingMessage, nameOf(request));
+    return r instanceof Promise ? r.then(send) : send(r);
+  };
+}
+
 /**
- * Put the hot path in front of Fastify's handler on the server's request event. Fastify gives its
+ * Put the front door in front of Fastify's handler on the server's request event. Fastify gives its
  * handler to the server it creates and adds no other request listener; anything else means this
  * is not the server it was written for, and every request stays with Fastify.
  */
-function routeThroughHotPath(app: FastifyInstance, hot: HotPath): void {
+function routeThroughFrontDoor(app: FastifyInstance, door: FrontDoor): void {
   const server = app.server as unknown as Server;
   const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   if (listeners.length !== 1) {
-    app.log.warn({ listeners: listeners.length }, 'the hot path is off: the server has an unexpected request listener');
+    app.log.warn({ listeners: listeners.length }, 'the front door is off: the server has an unexpected request listener');
     return;
   }
   const fastifyHandler = listeners[0]!;
   server.removeListener('request', fastifyHandler);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!hot.handle(req, res)) fastifyHandler(req, res);
+    if (!door.handle(req, res)) fastifyHandler(req, res);
   });
-  hotPaths.set(app, hot);
+  frontDoors.set(app, door);
 }
 
-const hotPaths = new WeakMap<FastifyInstance, HotPath>();
+const frontDoors = new WeakMap<FastifyInstance, FrontDoor>();
 
-/** How many requests the hot path of `app` has answered (undefined: it has none). */
-export function hotPathAnswered(app: FastifyInstance): number | undefined {
-  return hotPaths.get(app)?.answered;
+/** How many requests the front door of `app` has taken (undefined: it has none). */
+export function frontDoorAnswered(app: FastifyInstance): number | undefined {
+  return frontDoors.get(app)?.answered;
 }
 
 /** 503 + Retry-After (problem+json) while the process is overloaded, except on exempt paths. */

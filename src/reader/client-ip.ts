@@ -2,7 +2,7 @@
  * The client's address, as Fastify's `request.ip` gives it: with `reader.trust_proxy` off, the
  * socket's peer; on, the nearest address of X-Forwarded-For that is not a trusted proxy
  * (@fastify/proxy-addr). One trust function serves both lanes: it is handed to Fastify as its
- * `trustProxy`, and the hot path asks the same function, so both log and limit the same address.
+ * `trustProxy`, and the front door asks the same function, so both log and limit the same address.
  */
 import type { IncomingMessage } from 'node:http';
 import proxyAddr from '@fastify/proxy-addr';

@@ -1,15 +1,12 @@
 /**
- * GET /v1/data/{filename}: after authentication and the rate limit, the published bytes from
- * memory. A name is only ever a key of the in-memory map, never part of a path: anything not
- * published (including invalid names and traversal attempts) is 404; published but not on the
- * key's allow-list is 403. Conditional requests and content-coding negotiation on top: the first
- * request of a version that accepts a coding waits for it to be made (a few ms, once per version
- * and coding); every other request is answered from memory at once.
+ * GET /v1/data/{filename}: the published bytes from memory (the checks before it are the v1
+ * handler's). A name is only ever a key of the in-memory map, never part of a path.
+ * Conditional requests and content-coding negotiation on top: the first request of a version that
+ * accepts a coding waits for it to be made (a few ms, once per version and coding); every other
+ * request is answered from memory at once.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { HttpProblem } from '../errors.js';
-import { sendAnswer, type Answer } from './answer.js';
+import type { Answer } from './answer.js';
 import type { PublishedCache } from './cache.js';
 import { createCodingNegotiator, etagMatches, notModifiedSince, type CompressedCoding } from './encoding.js';
 import type { Variant, Version } from './version.js';
@@ -60,24 +57,6 @@ export function dataAnswer(version: Version, variant: Variant, headers: Incoming
   const out = ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding', 'content-type', 'application/json'];
   if (variant.coding !== 'identity') out.push('content-encoding', variant.coding);
   return { status: 200, headers: out, body: variant.body };
-}
-
-export function dataHandler(published: PublishedCache, pick: VariantPicker) {
-  return function getData(request: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
-    const name = request.params['*'];
-    const principal = request.principal!;
-    const version = published.get(name);
-    if (version === undefined) {
-      if (!published.isPending(name)) throw new HttpProblem('not_found', 'No file is published under this name. GET /v1/files lists yours.');
-      if (!principal.allows(name)) throw new HttpProblem('forbidden', 'This file is not on the allow-list of your key.');
-      throw new HttpProblem('unavailable', 'This file is being loaded; retry in a moment.', { 'retry-after': '1' });
-    }
-    if (!principal.allows(name)) throw new HttpProblem('forbidden', 'This file is not on the allow-list of your key.');
-
-    const variant = pick(version, request.headers['accept-encoding']);
-    if (variant instanceof Promise) return variant.then((v) => sendAnswer(reply, dataAnswer(version, v, request.headers)));
-    return sendAnswer(reply, dataAnswer(version, variant, request.headers));
-  };
 }
 
 const NONE: readonly CompressedCoding[] = [];

@@ -17,7 +17,7 @@ import { UNMATCHED_ROUTE } from '../ops/ops-plugin.js';
 import { scrubKeys } from '../keys/secret.js';
 import { requestLine } from './request-log.js';
 
-/** Counts one response (route label, method, status, ms when known), like ReaderAppDeps.onHotResponse. */
+/** Counts one response (route label, method, status, ms when known), like ReaderAppDeps.onFrontDoorResponse. */
 export type ResponseObserver = (route: string, method: string, status: number, durationMs: number | undefined) => void;
 
 export interface EdgeResponse {
@@ -38,7 +38,7 @@ export interface EdgeReportDeps {
   readonly log: Logger;
   /** minLoggedStatus(config.reader.requestLog). */
   readonly minLoggedStatus: number;
-  /** The request ids Fastify and the hot path share (createRequestIds). */
+  /** The request ids Fastify and the front door share (createRequestIds). */
   readonly nextRequestId: () => string;
   readonly observe?: ResponseObserver | undefined;
 }

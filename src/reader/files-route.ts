@@ -1,8 +1,7 @@
 /** GET /v1/files: the published filenames the key may download, sorted, as `{"files": [...]}`. */
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FileList, FileLists } from './allow.js';
-import { sendAnswer, type Answer } from './answer.js';
+import type { FileList } from './allow.js';
+import type { Answer } from './answer.js';
 import { CACHE_CONTROL } from './data-route.js';
 import { etagMatches } from './encoding.js';
 
@@ -13,10 +12,4 @@ export function filesAnswer(list: FileList, headers: IncomingHttpHeaders): Answe
   const inm = headers['if-none-match'];
   if (inm !== undefined && etagMatches(inm, list.etag)) return { status: 304, headers: ['etag', list.etag, 'cache-control', CACHE_CONTROL] };
   return { status: 200, headers: ['etag', list.etag, 'cache-control', CACHE_CONTROL, 'content-type', 'application/json'], body: list.body };
-}
-
-export function filesHandler(lists: FileLists) {
-  return function listFiles(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-    return sendAnswer(reply, filesAnswer(lists.forPrincipal(request.principal!), request.headers));
-  };
 }

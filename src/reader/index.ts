@@ -96,7 +96,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       state,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
-      onHotResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
+      onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
       onEdgeResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
       register: async (a) => {
         if (metrics) await registerOps(a, { config: deps.config, metrics, ...(queue ? { queue } : {}) });

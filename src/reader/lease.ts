@@ -59,12 +59,6 @@ export interface TokenLeases {
    * fails (the caller decides: the reader fails open).
    */
   take(key: string, max: number, windowMs: number): Take | Promise<Take>;
-  /**
-   * Take a token only if this reader holds one now: the allowed Take, or undefined with nothing
-   * counted and nothing started (no token held, the window full, or a lease in flight). What
-   * `take` would do in that case is left to a later call of `take`.
-   */
-  takeHeld(key: string, max: number): Take | undefined;
   /** Counters held (for tests and metrics). */
   readonly size: number;
 }
@@ -182,13 +176,6 @@ export function createTokenLeases(options: TokenLeasesOptions): TokenLeases {
         if (c.total >= max) return refused(c, at);
       }
       return slow(key, max, windowMs);
-    },
-    takeHeld(key, max) {
-      const at = now();
-      const c = current(key, at);
-      if (c === undefined || c.pending !== undefined || c.tokens <= 0) return undefined;
-      c.tokens--;
-      return allowed(c, max, at);
     },
     get size() {
       return counters.size;

@@ -61,21 +61,15 @@ export interface ReaderLimitsDeps {
 export interface AuthFailureGate {
   /** True when some address is locked out (as far as this reader knows): then `locked` must be asked. */
   anyLocked(): boolean;
-  /** Before serving a request with valid credentials: seconds to wait when its address is locked out. */
-  locked(request: FastifyRequest): number | undefined;
-  /** Count one failed authentication; seconds to wait when the address is now over its limit. Never rejects. */
-  failed(request: FastifyRequest): Promise<number | undefined>;
+  /** Before serving a request with valid credentials: seconds to wait when its client address is locked out. */
+  locked(ip: string | undefined): number | undefined;
+  /** Count one failed authentication of a client address; seconds to wait when it is now over its limit. Never rejects. */
+  failed(ip: string | undefined): Promise<number | undefined>;
 }
 
 export interface ReaderLimits {
-  /** The plan limit (the reader's rate-limit hook calls it after authentication). */
+  /** The plan limit (the v1 handler asks it after authentication): at once when a token is held here. */
   readonly check: RateLimitCheck;
-  /**
-   * The plan limit when it can be decided at once and allows the request (a principal without a
-   * rate, or a token held by this reader): the decision, counted. Otherwise undefined, with
-   * nothing counted: `check` decides (the hot path falls back to it).
-   */
-  readonly checkNow: (principal: Principal) => RateDecision | undefined;
   readonly authFailures: AuthFailureGate;
 }
 
@@ -98,6 +92,12 @@ const BREAK_MS = 1000;
 const RESTING = new Error('Redis did not answer a moment ago; checking again shortly');
 const MAX_LOCAL_LOCKS = 100_000;
 const IPV6_SUBNET = 64;
+const NO_ROUTE_CONFIG = Object.freeze({ config: Object.freeze({}) });
+
+/** What the rate-limit plugin's limiter reads of a request: the client address, and a route config that names no group. */
+function limiterRequest(ip: string | undefined): FastifyRequest {
+  return { ip: ip ?? '', routeOptions: NO_ROUTE_CONFIG } as unknown as FastifyRequest;
+}
 
 /** Register the limiters on `app` (before its routes) and return them. */
 export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLimitsDeps): Promise<ReaderLimits> {
@@ -211,13 +211,6 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     );
   };
 
-  const checkNow = (principal: Principal): RateDecision | undefined => {
-    const rate = principal.rate;
-    if (rate === undefined) return ALLOWED;
-    const t = leases.takeHeld(principal.rateKey, rate.max);
-    return t === undefined ? undefined : decide(principal, policyOf(principal, rate), t);
-  };
-
   // Locked-out addresses and until when, learnt from this reader's failures and from the others'
   // announcements: a request with a valid key is checked against this map only.
   const lockedUntil = new Map<string, number>();
@@ -268,21 +261,21 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
 
   const authFailures: AuthFailureGate = {
     anyLocked: () => lockedUntil.size > 0,
-    locked(request) {
+    locked(ip) {
       // Nobody locked out (the usual case): no need to normalise the address (an IPv6 regex).
       if (lockedUntil.size === 0) return undefined;
-      const known = knownLock(normalizeIP(request.ip, IPV6_SUBNET));
+      const known = knownLock(normalizeIP(ip ?? '', IPV6_SUBNET));
       if (known !== undefined) metrics?.rateLimited('auth_failures');
       return known;
     },
-    async failed(request) {
-      const address = normalizeIP(request.ip, IPV6_SUBNET);
+    async failed(ip) {
+      const address = normalizeIP(ip ?? '', IPV6_SUBNET);
       const known = knownLock(address);
       if (known === undefined) {
         let r: LimiterResult;
         try {
           if (redisResting()) throw RESTING;
-          r = await failureLimiter(request);
+          r = await failureLimiter(limiterRequest(ip));
         } catch (err) {
           failOpen('auth_failures', err);
           return undefined;
@@ -300,7 +293,7 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
     },
   };
 
-  return { check, checkNow, authFailures };
+  return { check, authFailures };
 }
 
 const UNAVAILABLE_METRIC = 'oddsfiles_rate_limit_unavailable_total';

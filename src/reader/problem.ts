@@ -9,26 +9,18 @@ import type { Duplex } from 'node:stream';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_PROBLEMS, HttpProblem, type HttpProblemCode } from '../errors.js';
+import { PROBLEM_CONTENT_TYPE, problemBody, problemHeaders, problemPayload } from '../problem-json.js';
 import { requestLineOf, type EdgeReport } from './edge-report.js';
 
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-
-export interface ProblemBody {
-  readonly type: string;
-  readonly title: string;
-  readonly status: number;
-  readonly detail: string;
-}
-
-export function problemBody(problem: HttpProblem): ProblemBody {
-  return { type: problem.type, title: problem.title, status: problem.status, detail: problem.detail };
+/** Send `status`, `headers` (a flat list) and `body` through Fastify (which adds Content-Length). */
+export function sendFlat(reply: FastifyReply, status: number, headers: readonly string[], body: Buffer | undefined): FastifyReply {
+  for (let i = 0; i < headers.length; i += 2) reply.header(headers[i]!, headers[i + 1]!);
+  reply.code(status);
+  return body === undefined ? reply.send() : reply.send(body);
 }
 
 export function sendProblem(reply: FastifyReply, problem: HttpProblem): FastifyReply {
-  return reply
-    .code(problem.status)
-    .headers({ ...problem.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store' })
-    .send(Buffer.from(JSON.stringify(problemBody(problem))));
+  return sendFlat(reply, problem.status, problemHeaders(problem), problemPayload(problem));
 }
 
 /** The catalogue's code for a status: the first entry with it (the general one, e.g. `forbidden`, not `admin_forbidden`). */

@@ -2,14 +2,14 @@
  * Fastify's request logging, reduced to one line per request written when the response is done:
  * method, URL (anything key-shaped scrubbed), status, time, key id. Never the key: the headers
  * are not logged, and the logger redacts X-API-Key (REDACT_PATHS) should anything log them. The
- * hot path (hot-path.ts) writes the same line for the requests it answers (requestLine,
+ * front door (front-door.ts) writes the same line for the requests it carries (requestLine,
  * minLoggedStatus, and the request ids of createRequestIds, which Fastify uses too), and so does
  * the edge (edge-report.ts) for the answers given before Fastify routes a request.
  *
  * `reader.request_log` chooses which requests get that line: `all`, `errors` (responses of 400 and
  * up: refusals, unknown files, overload) or `off`. A request that failed with an error is logged
- * whatever the setting. The line costs a busy reader 6–11 µs of its 36–52 µs per request
- * (docs/BENCHMARKS.md, 2026-11-24); the metrics count every response anyway.
+ * whatever the setting. The line is a measurable part of a busy reader's time per request
+ * (docs/BENCHMARKS.md); the metrics count every response anyway.
  */
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { RequestLogMode } from '../config.js';
@@ -18,7 +18,7 @@ import { REQUEST_LINE_MSG } from '../log.js';
 
 /**
  * Request ids as Fastify makes them by default (`req-1`, `req-2`, ... in base 36, wrapping at
- * 2^31), from one counter that Fastify (genReqId) and the hot path share.
+ * 2^31), from one counter that Fastify (genReqId) and the front door share.
  */
 export function createRequestIds(): () => string {
   let next = 0;
@@ -34,7 +34,7 @@ export function minLoggedStatus(mode: RequestLogMode = 'all'): number {
 }
 
 /**
- * The fields of the request line, in the same order from every lane (Fastify, the hot path, the
+ * The fields of the request line, in the same order from every sender (Fastify, the front door, the
  * edge: edge-report.ts). What the edge cannot know (the method and URL of a request Node could not
  * parse, the time of a request it never saw begin) is left out of the line.
  */
