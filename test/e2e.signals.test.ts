@@ -1,6 +1,6 @@
 /**
  * Signals over the real command: the first SIGTERM drains, a second one while draining exits at
- * once with status 1 and says so (README, "Operators").
+ * once with status 1 and says so (docs/operations.md, "Stopping").
  */
 import { once } from 'node:events';
 import { connect } from 'node:net';

@@ -1,8 +1,9 @@
 /**
  * The operator documents stay true to the code: every metric the alert rules and the Grafana
- * dashboard query is one the service exports, every alert has its runbook section, and (when
- * Prometheus' promtool is installed) the rules and the dashboard's queries parse and the main
- * alerts fire on the series they are meant for.
+ * dashboard query is one the service exports, every alert has its runbook section, every metric,
+ * environment variable and config default is in docs/operations.md, and (when Prometheus'
+ * promtool is installed) the rules and the dashboard's queries parse and the main alerts fire on
+ * the series they are meant for.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_FILE_CONFIG } from '../src/config.js';
 import { createMetrics } from '../src/ops/metrics.js';
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '../..');
@@ -67,7 +69,7 @@ describe('operator documents', () => {
     expect(alerts).toEqual(expect.arrayContaining(['OddsfilesFeedStale', 'OddsfilesRejectionRateHigh', 'OddsfilesQueueBacklogGrowing', 'OddsfilesRedisDown', 'OddsfilesStoreDown']));
   });
 
-  it('the Grafana dashboard is valid JSON, the same as in operations.md, and queries only exported metrics', async () => {
+  it('the Grafana dashboard is valid JSON, linked from operations.md (not copied), and queries only exported metrics', async () => {
     const text = await read('docs/grafana-dashboard.json');
     const dash = JSON.parse(text) as { uid: string; panels: { id: number; type: string; gridPos: object; datasource?: { uid: string } }[] };
     expect(dash.uid).toBe('oddsfiles-ops');
@@ -81,11 +83,40 @@ describe('operator documents', () => {
     const exprs = await dashboardExprs();
     expect(exprs.length).toBeGreaterThan(20);
     for (const e of exprs) for (const n of metricNames(e)) expect(names.has(n), `${n} in ${e}`).toBe(true);
-    // operations.md embeds the same dashboard.
+    // operations.md links the file; a copy in the page would drift from it.
     const ops = await read('docs/operations.md');
-    const embedded = /```json\n(\{\n {2}"__inputs"[\s\S]*?\n\})\n```/.exec(ops)?.[1];
-    expect(embedded, 'the dashboard JSON block in operations.md').toBeDefined();
-    expect(JSON.parse(embedded!)).toEqual(JSON.parse(text));
+    expect(ops).toContain('](grafana-dashboard.json)');
+    expect(ops).not.toContain('"__inputs"');
+    expect(ops).not.toContain(`"uid": "${dash.uid}"`);
+  });
+
+  it('operations.md describes every metric the service exports', async () => {
+    const ops = await read('docs/operations.md');
+    const metrics = createMetrics();
+    const names = (await metrics.registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => !/^oddsfiles_(process|nodejs)_/.test(n));
+    expect(names.length).toBeGreaterThanOrEqual(15);
+    for (const n of names) expect(ops, n).toContain(`\`${n}\``);
+    expect(ops).toContain('`oddsfiles_process_*`, `oddsfiles_nodejs_*`');
+  });
+
+  it('operations.md lists every environment variable the configuration reads', async () => {
+    const ops = await read('docs/operations.md');
+    const source = await read('src/config.ts');
+    const vars = new Set(
+      [...source.matchAll(/\benv(?:\.|\[['"])([A-Z][A-Z0-9_]{2,})|'([A-Z][A-Z0-9_]{2,})'|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*:/g)].map((m) => (m[1] ?? m[2] ?? m[3])!),
+    );
+    // A refactor that hides the names from this scan must fail here, not pass with nothing to check.
+    expect(vars.size).toBeGreaterThanOrEqual(15);
+    const table = ops.slice(ops.indexOf('### Environment variables'), ops.indexOf('### The config file'));
+    for (const v of vars) expect(table, v).toContain(`\`${v}\``);
+  });
+
+  it("operations.md's config file is the embedded defaults, whole", async () => {
+    const ops = await read('docs/operations.md');
+    const section = ops.slice(ops.indexOf('### The config file'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(block, 'the YAML block under "The config file"').toBeDefined();
+    expect(parse(block!)).toEqual(DEFAULT_FILE_CONFIG);
   });
 
   describe.skipIf(!PROMTOOL)('with promtool', () => {

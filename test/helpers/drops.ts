@@ -1,4 +1,4 @@
-/** Dropping files the way the README tells publishers to: write a dotfile, then rename. */
+/** Dropping files the way docs/publishers.md tells publishers to: write a dotfile, then rename. */
 import { randomBytes } from 'node:crypto';
 import { readdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
