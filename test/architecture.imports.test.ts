@@ -6,11 +6,17 @@
  *   roles need: BullMQ (about 15 MB of RSS), bull-board, chokidar, cli-progress, the document
  *   validator. Each is loaded by `import()` where a role or a command needs it (service.ts,
  *   ops/dashboard.ts, cli/publish.ts), and this test keeps a new static import from undoing it.
+ * And, over every import (type-only and `import()` included): src/ops and src/ingest never import
+ * each other. Both are fed plain data by the code that wires them (service.ts); a type they share
+ * belongs to a lower layer (src/feeds, src/catalog, ...).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from './helpers/service.js';
+
+/** Every module a source names: static imports and re-exports (type-only ones too), `import()`. */
+const ANY_IMPORT = /^\s*(?:import|export)\s+(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
 
 /** `import x from '...'`, `import { a, type B } from '...'`, `export * from '...'`, `import '...'`; not `import type`/`export type`. */
 const STATIC_IMPORT = /^\s*(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm;
@@ -105,5 +111,39 @@ describe('the static import graph', () => {
     const worker = reach([src('src/ingest/worker-role.ts')]);
     expect([...worker.keys()].map(rel)).toEqual(expect.arrayContaining(['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts']));
     expect(load(src('src/ingest/watcher.ts')).packages).toContain('chokidar');
+  });
+});
+
+describe('the layers', () => {
+  /** Every local module each .ts file under `dir` names, with any import (type-only included). */
+  const importsUnder = (dir: string): [file: string, target: string][] => {
+    const out: [string, string][] = [];
+    for (const name of readdirSync(src(dir), { recursive: true }) as string[]) {
+      if (!name.endsWith('.ts')) continue;
+      const file = join(src(dir), name);
+      for (const m of readFileSync(file, 'utf8').matchAll(ANY_IMPORT)) {
+        const spec = (m[1] ?? m[2])!;
+        if (spec.startsWith('.')) out.push([rel(file), rel(resolve(dirname(file), spec.replace(/\.js$/, '.ts')))]);
+      }
+    }
+    return out;
+  };
+
+  it('sees every kind of import (so the check below is about something)', () => {
+    const ops = importsUnder('src/ops');
+    const ingest = importsUnder('src/ingest');
+    // A value import, a type-only import, an import().
+    expect(ops).toContainEqual(['src/ops/metrics-server.ts', 'src/ops/admin-guard.ts']);
+    expect(ops).toContainEqual(['src/ops/metrics-server.ts', 'src/ops/metrics.ts']);
+    expect(ingest).toContainEqual(['src/ingest/rejection-log.ts', 'src/ingest/rejected.ts']);
+    expect(importsUnder('src')).toContainEqual(['src/service.ts', 'src/ingest/worker-role.ts']);
+  });
+
+  it('src/ops and src/ingest never import each other, not even a type', () => {
+    const crossing = [
+      ...importsUnder('src/ops').filter(([, target]) => target.startsWith('src/ingest/')),
+      ...importsUnder('src/ingest').filter(([, target]) => target.startsWith('src/ops/')),
+    ].map(([file, target]) => `${file} -> ${target}`);
+    expect(crossing).toEqual([]);
   });
 });

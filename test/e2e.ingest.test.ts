@@ -1,14 +1,16 @@
 /**
  * End to end over the real command: `oddsfiles start` as a child process, the generated corpus
- * dropped into its inbox, outcomes read from Redis, the store and REJECTED_DIR.
+ * dropped into its inbox, outcomes read from Redis (catalog and queue), the store and REJECTED_DIR.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIngestQueue } from '../src/ingest/queue.js';
 import { generateCorpus, type FixtureCase } from './fixtures/corpus.js';
 import { drop, pendingDrops } from './helpers/drops.js';
 import { assertObjectsWhole, readCatalog, sha256 } from './helpers/published.js';
-import { dropPrefix, uniquePrefix } from './helpers/redis.js';
+import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
 const corpus = generateCorpus();
@@ -112,6 +114,20 @@ describe('ingest end to end (oddsfiles start)', () => {
     expect((JSON.parse(list.stdout) as unknown[]).length).toBe(invalid.length);
     const text = await runCli(env, ['rejected', 'list']);
     expect(text.stdout).toContain('future_generated_at');
+
+    // A rejection is an outcome, not a failure: each rejected drop's job completed with it, none failed.
+    const connection = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+    const queue = createIngestQueue(connection, prefix);
+    try {
+      expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });
+      const results = (await queue.getJobs(['completed'])).map((j) => j.returnvalue);
+      for (const r of reasons) {
+        expect(results, r.filename).toContainEqual({ outcome: 'rejected', filename: r.filename, reason: r.reason, detail: r.detail, rejectionId: r.id });
+      }
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
   });
 
   it('status lists what is published, the queue and the last rejections', async () => {
@@ -122,6 +138,9 @@ describe('ingest end to end (oddsfiles start)', () => {
     expect(status.feeds).toHaveLength(38);
     expect(status.missing).toEqual([]);
     expect(status.queue.waiting).toBe(0);
+    // Rejections complete their jobs: `failed` counts real failures only.
+    expect(status.queue.failed).toBe(0);
+    expect(status.queue.completed).toBeGreaterThan(38);
     expect(status.rejections.length).toBeGreaterThan(0);
     const text = await runCli(env, ['status']);
     expect(text.stdout).toContain('site_livepre_oddsport.json');
@@ -159,7 +178,10 @@ describe('ingest end to end (oddsfiles start)', () => {
     await writeFile(bad, '{}');
     const rej = await runCli(env, ['publish', bad]);
     expect(rej.code).toBe(1);
-    expect(rej.stdout).toContain('unknown_filename');
+    expect(rej.stdout).toBe(`${bad}\trejected\tunknown_filename: "odds.json" is not a feed filename of the registry\n`);
+    const json = await runCli(env, ['publish', '--json', bad]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual([{ file: bad, outcome: 'rejected', reason: 'unknown_filename', detail: '"odds.json" is not a feed filename of the registry' }]);
   });
 
   it('stops on SIGTERM with exit code 0', async () => {

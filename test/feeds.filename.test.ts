@@ -1,12 +1,15 @@
 /**
- * Feed filenames (spec §4.3, CONTRACT §3): the registry derives exactly the valid names, and
- * parseFilename says what each names and nothing else.
+ * Feed filenames: the registry derives exactly the valid names (`split`: site_live_<key>_<sport>.json
+ * and site_pregame_<key>_<sport>.json; `combined-live`: those plus site_live_<key>.json; `livepre`:
+ * site_livepre_<key>.json only), parseFilename says what each names and nothing else, and
+ * feedKindOf tells the kind from the name.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Bookmaker, type Config } from '../src/config.js';
+import { FEED_KINDS, feedKindOf } from '../src/feeds/kind.js';
 import { buildRegistry, parseFilename, type FeedRegistry } from '../src/feeds/registry.js';
 import { EXAMPLE_BOOKMAKERS, EXAMPLE_FEEDS, EXAMPLE_FILENAMES } from './fixtures/corpus.js';
 
@@ -48,7 +51,7 @@ describe('the example registry (embedded defaults)', () => {
     expect(info).toEqual({ filename, bookmaker: feed.bookmaker, kind: feed.kind, sport: feed.sport });
   });
 
-  it('gives each family its filenames (spec §4.3)', () => {
+  it('gives each family its filenames', () => {
     const of = (key: string) => registry.filenames.filter((f) => parseFilename(registry, f)?.bookmaker === key);
     for (const key of ['northwind', 'bluewater', 'redstone', 'goldcrest', 'hillview']) {
       expect(of(key)).toHaveLength(6);
@@ -57,6 +60,12 @@ describe('the example registry (embedded defaults)', () => {
     expect(of('silverline')).toHaveLength(7);
     expect(of('silverline')).toContain('site_live_silverline.json');
     expect(of('oddsport')).toEqual(['site_livepre_oddsport.json']);
+  });
+
+  it("tells each feed's kind from its filename alone, as the hand-written table says", () => {
+    for (const f of EXAMPLE_FEEDS) expect(feedKindOf(f.filename), f.filename).toBe(f.kind);
+    expect(new Set(EXAMPLE_FEEDS.map((f) => f.kind))).toEqual(new Set(FEED_KINDS));
+    for (const name of ['site_inplay_northwind_soccer.json', 'site_LIVE_northwind_soccer.json', 'live_northwind.json', 'site_live', '']) expect(feedKindOf(name), name).toBeUndefined();
   });
 });
 

@@ -82,11 +82,11 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
           }
           try {
             const r = await job.waitUntilFinished(events, timeoutMs);
-            results.push(r.outcome === 'gone' ? await settleGone(file, claim, config.inboxDir) : { file, outcome: r.outcome });
+            if (r.outcome === 'gone') results.push(await settleGone(file, claim, config.inboxDir));
+            else results.push(r.reason !== undefined ? { file, outcome: r.outcome, reason: r.reason, detail: r.detail ?? '' } : { file, outcome: r.outcome });
           } catch (err) {
-            const msg = (err as Error).message;
-            const m = /^rejected: (\w+): (.*)$/s.exec(msg);
-            results.push(m ? { file, outcome: 'rejected', reason: m[1]!, detail: m[2]! } : { file, outcome: 'unknown', detail: msg });
+            // The job failed for good, or its outcome did not come in time.
+            results.push({ file, outcome: 'unknown', detail: (err as Error).message });
           }
           bar?.increment({ filename: basename(file) });
         }

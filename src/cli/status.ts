@@ -18,6 +18,10 @@ import type { RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
 
+/**
+ * BullMQ's job states. A settled drop completes its job whatever its outcome (rejected included);
+ * `failed` counts jobs that failed for good (retries used up, or stalled too often): real failures.
+ */
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 /** Shown only when not zero: a paused queue or parked children are worth a look. */
 const RARE_STATES = ['paused', 'waiting-children'] as const;
@@ -29,12 +33,6 @@ export interface FeedStatus extends CatalogEntry {
   readonly publishedAgeMs: number;
   readonly stale: boolean;
   readonly staleAfterMs: number;
-}
-
-export interface MissingFeed {
-  readonly filename: string;
-  readonly bookmaker: string;
-  readonly kind: string;
 }
 
 export interface StatusReport {

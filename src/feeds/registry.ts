@@ -1,8 +1,11 @@
 /**
- * The bookmaker registry turned into the exact set of valid feed filenames (spec §4.3,
- * CONTRACT §3). Pure: the same registry always gives the same set.
+ * The bookmaker registry turned into the exact set of valid feed filenames. A `split` bookmaker
+ * has `site_live_<key>_<sport>.json` and `site_pregame_<key>_<sport>.json` per sport; a
+ * `combined-live` one those plus `site_live_<key>.json`; a `livepre` one `site_livepre_<key>.json`
+ * only. Case matters. Pure: the same registry always gives the same set.
  */
 import type { Bookmaker, FeedKind } from '../config.js';
+import { feedFilename } from './kind.js';
 
 export interface FeedInfo {
   readonly filename: string;
@@ -22,18 +25,19 @@ export interface FeedRegistry {
 
 export function buildRegistry(bookmakers: readonly Bookmaker[], sports: readonly string[]): FeedRegistry {
   const feeds = new Map<string, FeedInfo>();
-  const add = (info: FeedInfo) => feeds.set(info.filename, Object.freeze(info));
+  const add = (bookmaker: string, kind: FeedKind, sport: string | null) => {
+    const filename = feedFilename(kind, bookmaker, sport);
+    feeds.set(filename, Object.freeze({ filename, bookmaker, kind, sport }));
+  };
   for (const b of bookmakers) {
     if (b.feeds === 'livepre') {
-      add({ filename: `site_livepre_${b.key}.json`, bookmaker: b.key, kind: 'livepre', sport: null });
+      add(b.key, 'livepre', null);
       continue;
     }
-    if (b.feeds === 'combined-live') {
-      add({ filename: `site_live_${b.key}.json`, bookmaker: b.key, kind: 'live', sport: null });
-    }
+    if (b.feeds === 'combined-live') add(b.key, 'live', null);
     for (const sport of sports) {
-      add({ filename: `site_live_${b.key}_${sport}.json`, bookmaker: b.key, kind: 'live', sport });
-      add({ filename: `site_pregame_${b.key}_${sport}.json`, bookmaker: b.key, kind: 'pregame', sport });
+      add(b.key, 'live', sport);
+      add(b.key, 'pregame', sport);
     }
   }
   return Object.freeze({

@@ -16,9 +16,12 @@ export interface IngestJobData {
   readonly claimId?: string;
 }
 
+/** A completed job's return value: how its drop was settled (`gone`: there was nothing to settle). */
 export interface IngestResult {
+  /** published, superseded, unchanged, rejected, or gone. */
   readonly outcome: string;
   readonly filename: string;
+  /** A rejection's reason code, detail and id (its folder in REJECTED_DIR). */
   readonly reason?: string;
   readonly detail?: string;
   readonly rejectionId?: string;

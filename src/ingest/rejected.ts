@@ -1,8 +1,8 @@
 /**
- * REJECTED_DIR/<id>/ holds a rejected drop under its own name, with reason.json beside it
- * (CONTRACT §3). Written crash-safely: the folder appears whole (built under a temp name, then
- * renamed) before the claim is removed, and its id comes from the claim, so a retry after a crash
- * finds it done instead of rejecting twice.
+ * REJECTED_DIR/<id>/ holds a rejected drop under its own name, with reason.json beside it:
+ * `{ "id", "filename", "reason", "detail", "received_at" }`. Written crash-safely: the folder
+ * appears whole (built under a temp name, then renamed) before the claim is removed, and its id
+ * comes from the claim, so a retry after a crash finds it done instead of rejecting twice.
  */
 import { access, copyFile, link, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';

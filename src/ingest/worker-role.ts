@@ -11,16 +11,16 @@ import type { Catalog } from '../catalog/redis-catalog.js';
 import type { Config } from '../config.js';
 import type { FeedRegistry } from '../feeds/registry.js';
 import { createDocumentValidator, loadDocumentSchema, onePassSupport } from '../feeds/validate.js';
+import type { Job } from 'bullmq';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../ops/metrics.js';
 import { createRedis } from '../redis/connect.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { Store } from '../store/store.js';
 import { createCarryPolicy } from './carry.js';
 import { ensureInbox } from './inbox.js';
 import { startInboxRegistration } from './inbox-marker.js';
-import { createPublisher, type PublisherDeps } from './publish.js';
-import { enqueueDrop, type IngestQueue } from './queue.js';
+import { createPublisher, type DropResult, type PublisherDeps } from './publish.js';
+import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
@@ -35,7 +35,8 @@ export interface WorkerRoleDeps {
   readonly store: Store;
   readonly catalog: Catalog;
   readonly registry: FeedRegistry;
-  readonly metrics: Metrics;
+  /** Told of every settled drop (the process's metrics). */
+  readonly metrics: { jobSettled(result: DropResult, job: Job<IngestJobData, IngestResult>): void };
   readonly log: Logger;
   /** Told of each Redis connection the role opens (the service drops those Redis never answers on stop). */
   readonly onConnection?: ((connection: Redis) => void) | undefined;

@@ -1,12 +1,14 @@
 /**
  * The BullMQ worker: claims the drop (or takes the claim it is given), runs the publisher, and
- * turns rejections into UnrecoverableError so they are never retried. Any other error is
- * transient: the claim stays in .processing and the job is retried with backoff. A drop job's
+ * completes the job with the drop's outcome. A rejection is an outcome like any other (it is
+ * durable in REJECTED_DIR): the job completes with `{ outcome: 'rejected', reason, detail,
+ * rejectionId }`, so the queue's failed jobs are real failures only. Any error is transient: the
+ * claim stays in .processing and the job is retried with backoff. A drop job's
  * first start claims with one rename; a later start looks for its earlier claim first (takeClaim).
  * The log line's `timings` are the publisher's (read, validate, store, commit, total) plus `claim`.
  */
 import { lstat } from 'node:fs/promises';
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import { createRedisOutageLog } from '../redis/outage-log.js';
@@ -64,16 +66,11 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
       `drop ${result.outcome}`,
     );
     await deps.onSettled?.(result, job);
-    const out: IngestResult = {
+    return {
       outcome: result.outcome,
       filename: result.filename,
       ...(result.reason ? { reason: result.reason, detail: result.detail, rejectionId: result.rejectionId } : {}),
     };
-    if (result.outcome === 'rejected') {
-      // The outcome is durable (REJECTED_DIR); failing the job marks it in the queue, never retried.
-      throw new UnrecoverableError(`rejected: ${result.reason}: ${result.detail}`);
-    }
-    return out;
   };
 
   const worker = new IngestWorker(deps, INGEST_QUEUE, processor, {
@@ -87,7 +84,6 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     autorun: true,
   });
   worker.on('failed', (job, err) => {
-    if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
     deps.log.warn({ filename: job?.data.name, jobId: job?.id, attempt: job?.attemptsMade, err: { message: err.message } }, 'drop will be retried');
   });
   // Connection errors (Redis away): one warn per outage, one info when it ends; others at error.

@@ -1,5 +1,5 @@
 /**
- * Who may see /metrics and /admin/* (CONTRACT §2, ADMIN_TOKEN):
+ * Who may see /metrics and /admin/* (the ADMIN_TOKEN setting):
  * - ADMIN_TOKEN set: `Authorization: Bearer <token>` (or HTTP Basic with the token as the
  *   password, so a browser can open the dashboard through its own login prompt), from anywhere;
  *   none → 401, a wrong one → 401 (RFC 6750 invalid_token).

@@ -9,13 +9,13 @@
  * answers are bull-board's own, byte for byte, minus the hop-by-hop headers.
  */
 import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods, type onRequestHookHandler } from 'fastify';
+import type { Queue } from 'bullmq';
 import { HttpProblem } from '../errors.js';
-import type { IngestQueue } from '../ingest/queue.js';
 
 export const DASHBOARD_PATH = '/admin/queues';
 
-/** The queue, or how to open it (called once, on the first dashboard request). */
-export type QueueProvider = IngestQueue | (() => Promise<IngestQueue>);
+/** The queue (any BullMQ Queue), or how to open it (called once, on the first dashboard request). */
+export type QueueProvider = Queue | (() => Promise<Queue>);
 
 export interface DashboardDeps {
   readonly queue: QueueProvider;
@@ -97,9 +97,8 @@ async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
   createBullBoard({
-    // bull-board types its adapter against the untyped Queue; ours carries the job types.
     queues: [
-      new BullMQAdapter(queue as unknown as ConstructorParameters<typeof BullMQAdapter>[0], {
+      new BullMQAdapter(queue, {
         readOnlyMode: !deps.actions,
         allowRetries: deps.actions,
         description: 'drops waiting to be validated and published',

@@ -1,6 +1,6 @@
 /**
- * Prometheus metrics (prom-client), one registry per process. Every name starts with `oddsfiles_`
- * (CONTRACT §5). Counters and histograms are fed by the code that sees the event (the worker's
+ * Prometheus metrics (prom-client), one registry per process. Every name starts with `oddsfiles_`.
+ * Counters and histograms are fed by the code that sees the event (the worker's
  * onSettled, the reader's hooks); queue depth, dependency health and feed freshness are computed
  * at scrape time from what the caller binds (a queue, probes, the in-memory catalog), so a scrape
  * always shows the present and nothing has to be kept up to date in the background.
@@ -12,18 +12,21 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { JobType } from 'bullmq';
-import type { CatalogEntry } from '../catalog/types.js';
+import type { CatalogEntry, CommitOutcome } from '../catalog/types.js';
 import type { FeedKind } from '../config.js';
 import { REJECTION_REASONS } from '../errors.js';
-import type { DropOutcome, DropResult } from '../ingest/publish.js';
+import { FEED_KINDS, feedKindOf } from '../feeds/kind.js';
+import { withTimeout } from '../timeout.js';
 
 export const METRIC_PREFIX = 'oddsfiles_';
 
 /** The queue states exported as `oddsfiles_queue_jobs{state}` (BullMQ's getJobCounts names). */
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'failed', 'completed'] as const;
 
+/** How a drop was settled: its commit's outcome, or rejected. */
+export type DropOutcome = CommitOutcome | 'rejected';
+
 const DROP_OUTCOMES: readonly DropOutcome[] = ['published', 'superseded', 'unchanged', 'rejected'];
-const FEED_KINDS: readonly FeedKind[] = ['live', 'pregame', 'livepre'];
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 /** What bindQueue needs of a BullMQ Queue (any Queue fits). */
@@ -49,6 +52,14 @@ export interface BindCatalogOptions {
   readonly staleAfterMs?: Readonly<Record<FeedKind, number>>;
 }
 
+/** One settled drop, as the worker reports it. */
+export interface SettledDrop {
+  readonly outcome: DropOutcome;
+  readonly filename: string;
+  /** A rejection's reason. */
+  readonly reason?: string | undefined;
+}
+
 /** The timing facts of a settled BullMQ job (a Job fits). */
 export interface SettledJob {
   readonly data: { readonly receivedAt: number };
@@ -60,9 +71,9 @@ export interface Metrics {
   /** Content-Type of render()'s output. */
   readonly contentType: string;
   /** One settled drop: outcome counter, rejection reason, job duration, and (published) the drop→publish lag. */
-  dropSettled(result: Pick<DropResult, 'outcome' | 'reason' | 'filename'>, lagMs: number, durationMs: number): void;
-  /** dropSettled with the lag and duration taken from the job (what the worker's onSettled has). */
-  jobSettled(result: Pick<DropResult, 'outcome' | 'reason' | 'filename' | 'timings'>, job: SettledJob): void;
+  dropSettled(result: SettledDrop, lagMs: number, durationMs: number): void;
+  /** dropSettled with the lag and duration taken from the job (what the worker's onSettled has); `timings.total`: the publish step's own duration. */
+  jobSettled(result: SettledDrop & { readonly timings: Readonly<Record<string, number>> }, job: SettledJob): void;
   /** One HTTP response. `route` is the route pattern (never the raw URL): label cardinality stays bounded. */
   httpResponse(route: string, method: string, status: number, durationMs?: number): void;
   /** A request refused for its rate (scope: e.g. "key", "auth_failures"). */
@@ -84,22 +95,6 @@ const LABEL_VALUE = /^[A-Za-z0-9_.:-]{1,40}$/;
 /** Caller-supplied label values (scope, reason) are bounded: anything odd becomes "other". */
 function safeLabel(value: string): string {
   return LABEL_VALUE.test(value) ? value : 'other';
-}
-
-function kindOf(filename: string): FeedKind | 'unknown' {
-  if (filename.startsWith('site_livepre_')) return 'livepre';
-  if (filename.startsWith('site_live_')) return 'live';
-  if (filename.startsWith('site_pregame_')) return 'pregame';
-  return 'unknown';
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 interface QueueScrape {
@@ -124,7 +119,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const rejections = new Counter({
     name: 'oddsfiles_rejections_total',
-    help: 'Rejected drops by reason (CONTRACT §3).',
+    help: 'Rejected drops by reason (the reason codes of reason.json).',
     labelNames: ['reason'] as const,
     registers,
   });
@@ -323,7 +318,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       drops.inc({ outcome: result.outcome });
       if (result.outcome === 'rejected') rejections.inc({ reason: safeLabel(result.reason ?? 'unknown') });
       if (Number.isFinite(durationMs)) jobDuration.observe({ outcome: result.outcome }, Math.max(0, durationMs) / 1000);
-      if (result.outcome === 'published' && Number.isFinite(lagMs)) publishLag.observe({ kind: kindOf(result.filename) }, Math.max(0, lagMs) / 1000);
+      if (result.outcome === 'published' && Number.isFinite(lagMs)) publishLag.observe({ kind: feedKindOf(result.filename) ?? 'unknown' }, Math.max(0, lagMs) / 1000);
     },
     jobSettled(result, job) {
       const t = Date.now();

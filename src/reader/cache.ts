@@ -18,7 +18,7 @@ import type { Store } from '../store/store.js';
 import type { CompressedCoding } from './encoding.js';
 import { createVariantMaker } from './variants.js';
 import { makeVersion, supersedes, trustedVersion, type Variant, type Version } from './version.js';
-import { withTimeout } from './timeout.js';
+import { withTimeout } from '../timeout.js';
 
 export interface PublishedCache {
   /** True once a whole catalog has been read and the loads it started have settled. */

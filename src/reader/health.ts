@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { HttpProblem } from '../errors.js';
 import type { Store } from '../store/store.js';
-import { withTimeout } from './timeout.js';
+import { withTimeout } from '../timeout.js';
 
 const OK = Buffer.from('{"status":"ok"}');
 

@@ -18,7 +18,7 @@ import type { Logger } from '../log.js';
 import { redisKeys } from '../redis/keys.js';
 import type { Store } from '../store/store.js';
 import { createPublishedCache, type PublishedCache } from './cache.js';
-import { withTimeout } from './timeout.js';
+import { withTimeout } from '../timeout.js';
 
 export interface ReaderStateDeps {
   readonly config: Config;

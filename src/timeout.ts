@@ -1,4 +1,4 @@
-/** Reject when a promise has not settled in time (the promise itself goes on). */
+/** Reject when a promise has not settled within `ms` (the promise itself goes on; its failure is then ignored). */
 export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
