@@ -1,5 +1,5 @@
 /**
- * loadConfig (CONTRACT §2): embedded defaults, environment variables, the YAML file, and the
+ * loadConfig: embedded defaults, environment variables, the YAML file, and the
  * messages of a bad configuration. Real files in temporary folders, no mocks.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -93,7 +93,7 @@ describe('embedded defaults', () => {
   });
 });
 
-describe('environment variables (CONTRACT §2)', () => {
+describe('environment variables', () => {
   it('DATA_DIR moves every default folder, relative to the working folder', () => {
     const c = load({ DATA_DIR: 'data' });
     expect(c.dataDir).toBe(join(cwd, 'data'));

@@ -1,0 +1,127 @@
+/**
+ * The configuration as the rest of the program gets it: names in camelCase, durations in
+ * milliseconds, folders resolved, secrets looked up. Built by build.ts from the two schemas
+ * (env.ts, file-schema.ts), which hold the names, defaults and checks.
+ */
+import type { ConfigError } from '../errors.js';
+import type { FeedFamily, FileConfig, RequestLogMode } from './file-schema.js';
+
+export type { FeedFamily, RequestLogMode };
+export type FeedKind = keyof FileConfig['stale_after'];
+
+export interface Bookmaker {
+  /** Company key, used in filenames. */
+  readonly key: string;
+  /** Public name; its lowercase form is accepted in a document's `bookmaker` field. */
+  readonly name: string;
+  readonly feeds: FeedFamily;
+}
+
+export interface Rate {
+  readonly max: number;
+  readonly perMs: number;
+}
+
+export interface Plan {
+  readonly name: string;
+  readonly allow: readonly string[];
+  readonly rate: Rate | undefined;
+}
+
+export interface Marketplace {
+  readonly name: string;
+  readonly secretHeader: string;
+  /**
+   * The proxy secret. Undefined only when loaded with `optionalSecrets` and its `secret_env` is
+   * not set; `missingSecret` then holds the error a reader must raise.
+   */
+  readonly secret: string | undefined;
+  readonly missingSecret?: ConfigError;
+  readonly userHeader: string;
+  readonly planHeader: string;
+  readonly plans: Readonly<Record<string, string>>;
+}
+
+export interface Config {
+  readonly dataDir: string;
+  readonly inboxDir: string;
+  readonly rejectedDir: string;
+  readonly storeUrl: string;
+  readonly redis: {
+    readonly url: string;
+    /** REDIS_URL was set: never fall back to a private redis-server. */
+    readonly explicit: boolean;
+    readonly prefix: string;
+  };
+  readonly http: {
+    readonly host: string;
+    readonly port: number;
+    readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
+  };
+  /** METRICS_PORT: a separate /metrics listener (on HOST), for processes without the reader. */
+  readonly metricsPort: number | undefined;
+  readonly s3: {
+    readonly endpoint: string | undefined;
+    readonly forcePathStyle: boolean;
+    readonly region: string | undefined;
+  };
+  readonly configFile: string | undefined;
+  readonly adminToken: string | undefined;
+  readonly logLevel: string;
+  readonly bookmakers: readonly Bookmaker[];
+  readonly sports: readonly string[];
+  readonly plans: Readonly<Record<string, Plan>>;
+  readonly marketplaces: readonly Marketplace[];
+  readonly limits: {
+    readonly maxFileBytes: number;
+    readonly futureSkewMs: number;
+    /** Deepest nesting of arrays and objects a document may have. */
+    readonly maxDepth: number;
+  };
+  readonly staleAfterMs: Readonly<Record<FeedKind, number>>;
+  readonly ingest: {
+    readonly concurrency: number;
+    /** How long a file written in place must stay unchanged before it is read. */
+    readonly settleMs: number;
+    /** Period of the full inbox rescan (inotify drops events on overflow). */
+    readonly rescanMs: number;
+    /**
+     * 0: the kernel reports drops (inotify through fs.watch). Otherwise poll the inbox at this
+     * period (chokidar's polling mode), for folders whose writes raise no kernel event: NFS or
+     * SMB shares written from other machines, some container bind mounts.
+     */
+    readonly pollMs: number;
+    readonly keepVersions: number;
+    readonly shutdownTimeoutMs: number;
+    /** BullMQ lock: how soon a job of a killed worker is taken up again. */
+    readonly lockDurationMs: number;
+    /**
+     * Versions up to this size are carried to readers in other processes ahead of their
+     * announcement (no store read back); 0 carries none. See src/ingest/carry.ts.
+     */
+    readonly carryMaxBytes: number;
+    /** Carried bytes per second, per worker process. */
+    readonly carryBytesPerSecond: number;
+    /**
+     * Drops and store objects up to this size are read and written with synchronous calls, only
+     * the fsyncs on the thread pool; 0: every file call on the thread pool (an inbox or store on a
+     * network filesystem). See src/sync-io.ts.
+     */
+    readonly syncIoMaxBytes: number;
+  };
+  readonly reader: {
+    readonly refreshMs: number;
+    readonly trustProxy: boolean | string | number;
+    readonly authFailures: Rate;
+    /**
+     * The per-request log line: `all` (one per request), `errors` (only responses of 400 and up),
+     * `off` (none; failed requests are still logged as errors). See src/reader/request-log.ts.
+     */
+    readonly requestLog: RequestLogMode;
+    /**
+     * Answer the common case of /v1 (an authenticated GET that will be 200 or 304) on Node's
+     * request event, before Fastify (src/reader/hot-path.ts); off: every request goes through Fastify.
+     */
+    readonly hotPath: boolean;
+  };
+}
