@@ -1,11 +1,11 @@
 /**
- * Differential property tests: the one-pass check over the bytes (src/feeds/scan.ts, forced with
- * onePassMinBytes: 0) against JSON.parse + ajv (onePassMinBytes: Infinity), on the same drops.
- * They must agree on the outcome and the reason; on the detail too, but for invalid_json (the
- * tokenizer words its errors its own way, with byte offsets); and, when published, on the bytes,
- * generatedAt(Ms) and stamping. The drops: odds documents with wrong types anywhere the schema
- * looks, duplicate keys, escaped keys and strings, odd numbers and white space; arbitrary JSON;
- * the same, mutated byte by byte; deep nesting; and random schemas of the supported keywords.
+ * Differential tests: the one-pass check over the bytes (src/feeds/scan-reader.ts, forced with
+ * onePassMinBytes: 0) against JSON.parse + ajv (src/feeds/parse-reader.ts, forced with
+ * onePassMinBytes: Infinity), on the same drops. They must agree on the outcome, the reason and
+ * the detail, and, when published, on the bytes, generatedAt(Ms) and stamping. The drops: every
+ * case of the corpus fixture; odds documents with wrong types anywhere the schema looks,
+ * duplicate keys, escaped keys and strings, odd numbers and white space; arbitrary JSON; the same,
+ * mutated byte by byte; deep nesting; and random schemas of the supported keywords.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { RejectionError, type RejectionReason } from '../src/errors.js';
 import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
 import { compileSchemaPlan } from '../src/feeds/schema-plan.js';
 import { createDocumentValidator, loadDocumentSchema, type DocumentLimits, type DocumentValidator, type ValidDocument } from '../src/feeds/validate.js';
-import { EXAMPLE_BOOKMAKERS, EXAMPLE_FEEDS, EXAMPLE_SPORTS, generateDocument, type FixtureFeed } from './fixtures/corpus.js';
+import { DEFAULT_GENERATED_AT, EXAMPLE_BOOKMAKERS, EXAMPLE_FEEDS, EXAMPLE_SPORTS, generateCorpus, generateDocument, type FixtureFeed } from './fixtures/corpus.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'oddsfiles-differential-'));
 const config = loadConfig({ env: {}, cwd: scratch });
@@ -39,11 +39,11 @@ const shallow = pairOf({ ...config.limits, maxDepth: 5 });
 
 type Outcome = { published: ValidDocument } | { reason: RejectionReason; detail: string };
 
-function run(validate: DocumentValidator, feed: FixtureFeed, bytes: Buffer): Outcome {
+function run(validate: DocumentValidator, feed: Pick<FixtureFeed, 'filename'>, bytes: Buffer, now = NOW): Outcome {
   const info = parseFilename(registry, feed.filename)!;
   const bookmaker = registry.bookmakers.get(info.bookmaker)!;
   try {
-    return { published: validate({ feed: info, bookmaker, bytes, receivedAt: RECEIVED, now: NOW }) };
+    return { published: validate({ feed: info, bookmaker, bytes, receivedAt: RECEIVED, now }) };
   } catch (err) {
     if (err instanceof RejectionError) return { reason: err.reason, detail: err.detail };
     throw err;
@@ -53,24 +53,29 @@ function run(validate: DocumentValidator, feed: FixtureFeed, bytes: Buffer): Out
 /** Outcomes seen, per property: the generators must reach every kind, or the test proves little. */
 const seen = new Map<string, Map<string, number>>();
 
-function agree(label: string, pair: Pair, feed: FixtureFeed, bytes: Buffer): void {
-  const a = run(pair.onePass, feed, bytes);
-  const b = run(pair.parsed, feed, bytes);
+function agree(label: string, pair: Pair, feed: Pick<FixtureFeed, 'filename'>, bytes: Buffer, now = NOW): void {
+  const a = run(pair.onePass, feed, bytes, now);
+  const b = run(pair.parsed, feed, bytes, now);
   const key = 'published' in b ? 'published' : b.reason;
   const counts = seen.get(label) ?? new Map<string, number>();
   counts.set(key, (counts.get(key) ?? 0) + 1);
   seen.set(label, counts);
-  const show = () => `on ${JSON.stringify(bytes.toString('utf8').slice(0, 400))}: one pass ${JSON.stringify('published' in a ? 'published' : a)}, JSON.parse ${JSON.stringify('published' in b ? 'published' : b)}`;
+  expectSame(a, b, `on ${JSON.stringify(bytes.subarray(0, 1600).toString('utf8').slice(0, 400))}: one pass`, 'JSON.parse');
+}
+
+/** The same outcome, reason and detail, or the same published bytes, generatedAt(Ms) and stamping. */
+function expectSame(a: Outcome, b: Outcome, aName: string, bName: string): void {
+  const show = `${aName} ${JSON.stringify('published' in a ? 'published' : a)}, ${bName} ${JSON.stringify('published' in b ? 'published' : b)}`;
   if ('published' in b) {
-    expect('published' in a, show()).toBe(true);
+    expect('published' in a, show).toBe(true);
     if (!('published' in a)) return;
-    expect(a.published.bytes.equals(b.published.bytes), show()).toBe(true);
-    expect(a.published.generatedAt).toBe(b.published.generatedAt);
-    expect(a.published.generatedAtMs).toBe(b.published.generatedAtMs);
-    expect(a.published.stamped).toBe(b.published.stamped);
+    expect(a.published.bytes.equals(b.published.bytes), show).toBe(true);
+    expect(a.published.generatedAt, show).toBe(b.published.generatedAt);
+    expect(a.published.generatedAtMs, show).toBe(b.published.generatedAtMs);
+    expect(a.published.stamped, show).toBe(b.published.stamped);
   } else {
-    expect('reason' in a && a.reason, show()).toBe(b.reason);
-    if ('reason' in a && a.reason !== 'invalid_json') expect(a.detail, show()).toBe(b.detail);
+    expect('reason' in a && a.reason, show).toBe(b.reason);
+    expect('reason' in a && a.detail, show).toBe(b.detail);
   }
 }
 
@@ -307,6 +312,37 @@ function mutate(bytes: Buffer, [kind, at, n, m]: Mutation): Buffer {
 // ---------------------------------------------------------------------------------------------
 
 describe('one pass over the bytes and JSON.parse + ajv agree', () => {
+  it('on every case of the corpus, with the outcome and reason it expects', () => {
+    const now = new Date(Date.parse(DEFAULT_GENERATED_AT) + 60_000);
+    const byDefault = createDocumentValidator(config.limits);
+    let checked = 0;
+    for (const c of generateCorpus()) {
+      if (!parseFilename(registry, c.filename)) continue; // unknown_filename: rejected before the document is read
+      agree('corpus', standard, c, c.bytes, now);
+      const b = run(standard.parsed, c, c.bytes, now);
+      expectSame(run(byDefault, c, c.bytes, now), b, `${c.name}: by default`, 'JSON.parse');
+      expect('published' in b ? 'published' : 'rejected', c.name).toBe(c.expected.outcome);
+      if ('reason' in b && c.expected.reason !== 'any') expect(b.reason, c.name).toBe(c.expected.reason);
+      if ('published' in b && c.expected.identical) expect(b.published.bytes.equals(c.bytes), c.name).toBe(true);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(50);
+    expectReached('corpus', ['published', 'invalid_json', 'empty', 'not_an_object', 'schema', 'bookmaker_mismatch', 'sport_mismatch', 'bad_generated_at', 'future_generated_at']);
+  });
+
+  it('on documents either side of the default threshold (1 MiB)', () => {
+    const feed = EXAMPLE_FEEDS[0]!;
+    const byDefault = createDocumentValidator(config.limits);
+    for (const targetBytes of [1024 * 1024 - 4096, 1024 * 1024 + 4096]) {
+      const doc = generateDocument(feed, { targetBytes, generatedAt: '2026-11-21T18:30:00Z' });
+      for (const bytes of [doc, doc.subarray(0, doc.length - 2), Buffer.from(doc.toString().replace('"odds":', '"odds":"x","y":'))]) {
+        agree('threshold', standard, feed, bytes);
+        expectSame(run(byDefault, feed, bytes), run(standard.parsed, feed, bytes), `${bytes.length} bytes: by default`, 'JSON.parse');
+      }
+    }
+    expectReached('threshold', ['published', 'invalid_json', 'schema']);
+  });
+
   it('on odds documents with wrong types at every place the schema looks, duplicate keys and escapes', () => {
     fc.assert(
       fc.property(

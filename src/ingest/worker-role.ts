@@ -52,12 +52,12 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   const schema = loadDocumentSchema();
   const onePass = onePassSupport(schema);
   if (!onePass.ok) {
-    log.warn({ unsupported: onePass.unsupported }, 'the document schema uses a keyword the one-pass check does not know: every drop is checked with JSON.parse + ajv (slower, several times its size in memory)');
+    log.warn({ unsupported: onePass.unsupported }, 'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)');
   }
   const publish = createPublisher({
     config,
     registry: deps.registry,
-    validate: createDocumentValidator(config.limits, schema, { warmUp: true }),
+    validate: createDocumentValidator(config.limits, schema),
     store: deps.store,
     catalog: deps.catalog,
     log,

@@ -1,0 +1,296 @@
+/**
+ * A JSON tokenizer over UTF-8 bytes that accepts exactly what JSON.parse accepts (RFC 8259) and
+ * tells a sink about each value as it reads it, without building anything. No recursion: the
+ * open containers are a stack of at most maxDepth entries, and `too_deep` beyond. The whole input
+ * is read before `not_an_object` or a schema fault can be reported, as JSON.parse fails before ajv
+ * runs. The input must already be valid UTF-8 (validate.ts checks that first).
+ */
+
+/** What the tokenizer reports, in document order. Positions are byte offsets into the buffer. */
+export interface JsonSink {
+  /** An object or array opens at `start` (its depth is the number of containers already open). */
+  openObject(start: number): void;
+  openArray(start: number): void;
+  /** A member's key, between the quotes at start - 1 and end; `escaped`: it has backslash escapes. */
+  key(start: number, end: number, escaped: boolean): void;
+  /** A string value [start, end) quotes included; `length`: its length in code points as ajv counts them. */
+  string(start: number, end: number, length: number): void;
+  number(start: number, end: number): void;
+  /** true, false or null: `isNull` tells which kind. */
+  literal(start: number, end: number, isNull: boolean): void;
+  /** The innermost container closes; `end` is the byte after its bracket. */
+  closeObject(end: number): void;
+  closeArray(end: number): void;
+}
+
+/** The top-level value, worded as the rejection details word it. */
+export type TopLevel = 'object' | 'an array' | 'string' | 'null' | 'boolean' | 'number';
+
+export type TokenizeResult =
+  | { readonly kind: 'invalid_json'; readonly detail: string }
+  | { readonly kind: 'too_deep' }
+  | { readonly kind: 'value'; readonly top: TopLevel };
+
+class InvalidJson extends Error {}
+
+const OBJ = 1;
+const ARR = 2;
+
+// What the tokenizer expects next.
+const S_VALUE = 0;
+const S_AFTER_VALUE = 1;
+const S_KEY = 2;
+const S_KEY_OR_CLOSE = 3;
+const S_VALUE_OR_CLOSE = 4;
+
+const HEX = new Int8Array(256).fill(-1);
+for (let c = 0; c < 10; c++) HEX[0x30 + c] = c;
+for (let c = 0; c < 6; c++) {
+  HEX[0x41 + c] = 10 + c;
+  HEX[0x61 + c] = 10 + c;
+}
+/** Characters allowed after a backslash, other than `u`: " \ / b f n r t. */
+const SIMPLE_ESCAPE = new Uint8Array(256);
+for (const c of '"\\/bfnrt') SIMPLE_ESCAPE[c.charCodeAt(0)] = 1;
+
+function show(c: number): string {
+  if (c >= 0x21 && c <= 0x7e) return `'${String.fromCharCode(c)}'`;
+  return `byte 0x${c.toString(16).padStart(2, '0')}`;
+}
+
+function topLevel(c: number): TopLevel {
+  return c === 0x7b ? 'object' : c === 0x5b ? 'an array' : c === 0x22 ? 'string' : c === 0x6e ? 'null' : c === 0x74 || c === 0x66 ? 'boolean' : 'number';
+}
+
+/** Tokenizes one document at a time into its sink; synchronous, so one instance serves many documents. */
+export class JsonTokenizer {
+  private buf: Buffer = Buffer.alloc(0);
+  private n = 0;
+  private kinds = new Uint8Array(0);
+  // Results of the last string read.
+  private length = 0;
+  private escaped = false;
+
+  constructor(
+    private readonly sink: JsonSink,
+    private readonly maxDepth: number,
+  ) {}
+
+  /** Read `buf` from `from` (its first byte that is not white space) to the end. */
+  run(buf: Buffer, from: number): TokenizeResult {
+    try {
+      return this.read(buf, from);
+    } catch (err) {
+      if (err instanceof InvalidJson) return { kind: 'invalid_json', detail: err.message };
+      throw err;
+    } finally {
+      this.buf = Buffer.alloc(0); // keep no document alive between runs
+      this.n = 0;
+    }
+  }
+
+  private read(buf: Buffer, from: number): TokenizeResult {
+    this.buf = buf;
+    const n = (this.n = buf.length);
+    // No more entries than the limit allows, nor than the document has bytes. The stack only grows.
+    const size = Math.max(0, Math.min(this.maxDepth, n)) + 1;
+    if (this.kinds.length < size) this.kinds = new Uint8Array(size);
+    const kinds = this.kinds;
+    const sink = this.sink;
+    let depth = 0;
+    let top: TopLevel = 'object';
+    let i = from;
+    let state = S_VALUE;
+    for (;;) {
+      let c = 0;
+      while (i < n) {
+        c = buf[i]!;
+        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+        else break;
+      }
+      if (i >= n) {
+        if (state === S_AFTER_VALUE && depth === 0) break;
+        throw new InvalidJson(`unexpected end of input at byte ${n}`);
+      }
+
+      if (state === S_AFTER_VALUE) {
+        const d = depth - 1;
+        if (d < 0) throw new InvalidJson(`unexpected ${show(c)} after the top-level value at byte ${i}`);
+        if (c === 0x2c) {
+          i++;
+          state = kinds[d] === OBJ ? S_KEY : S_VALUE;
+        } else if (c === 0x7d && kinds[d] === OBJ) {
+          depth = d;
+          sink.closeObject(++i);
+        } else if (c === 0x5d && kinds[d] === ARR) {
+          depth = d;
+          sink.closeArray(++i);
+        } else {
+          throw new InvalidJson(`unexpected ${show(c)} at byte ${i}: expected ',' or '${kinds[d] === OBJ ? '}' : ']'}'`);
+        }
+        continue;
+      }
+
+      if (state === S_KEY || state === S_KEY_OR_CLOSE) {
+        if (c === 0x7d && state === S_KEY_OR_CLOSE) {
+          depth--;
+          sink.closeObject(++i);
+          state = S_AFTER_VALUE;
+          continue;
+        }
+        if (c !== 0x22) throw new InvalidJson(`unexpected ${show(c)} at byte ${i}: expected a property name`);
+        const end = this.scanString(i);
+        sink.key(i + 1, end - 1, this.escaped);
+        i = end;
+        while (i < n) {
+          c = buf[i]!;
+          if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+          else break;
+        }
+        if (i >= n) throw new InvalidJson(`unexpected end of input at byte ${n}`);
+        if (c !== 0x3a) throw new InvalidJson(`unexpected ${show(c)} at byte ${i}: expected ':'`);
+        i++;
+        state = S_VALUE;
+        continue;
+      }
+
+      // S_VALUE or S_VALUE_OR_CLOSE
+      if (c === 0x5d && state === S_VALUE_OR_CLOSE) {
+        depth--;
+        sink.closeArray(++i);
+        state = S_AFTER_VALUE;
+        continue;
+      }
+      if (depth === 0) top = topLevel(c);
+      if (c === 0x7b || c === 0x5b) {
+        if (depth >= this.maxDepth) return { kind: 'too_deep' };
+        kinds[depth++] = c === 0x7b ? OBJ : ARR;
+        if (c === 0x7b) {
+          sink.openObject(i++);
+          state = S_KEY_OR_CLOSE;
+        } else {
+          sink.openArray(i++);
+          state = S_VALUE_OR_CLOSE;
+        }
+        continue;
+      }
+      if (c === 0x22) {
+        const end = this.scanString(i);
+        sink.string(i, end, this.length);
+        i = end;
+      } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+        const end = this.scanNumber(i);
+        sink.number(i, end);
+        i = end;
+      } else if (c === 0x74 || c === 0x66 || c === 0x6e) {
+        const word = c === 0x74 ? 'true' : c === 0x66 ? 'false' : 'null';
+        for (let k = 1; k < word.length; k++) {
+          if (i + k >= n) throw new InvalidJson(`unexpected end of input at byte ${n}`);
+          if (buf[i + k] !== word.charCodeAt(k)) throw new InvalidJson(`unexpected ${show(buf[i + k]!)} at byte ${i + k}: expected ${word}`);
+        }
+        sink.literal(i, i + word.length, c === 0x6e);
+        i += word.length;
+      } else {
+        throw new InvalidJson(`unexpected ${show(c)} at byte ${i}: expected a value`);
+      }
+      state = S_AFTER_VALUE;
+    }
+    return { kind: 'value', top };
+  }
+
+  /**
+   * The string whose opening quote is at `i`: checks it, returns the index after the closing
+   * quote, and leaves its length in code points as ajv counts them (ucs2length: a surrogate pair
+   * is one) in `length`, and whether it has escapes in `escaped`.
+   */
+  private scanString(i: number): number {
+    const buf = this.buf;
+    const n = this.n;
+    let j = i + 1;
+    let units = 0;
+    let escaped = false;
+    let pendingHigh = false; // the last unit was a \uD800-\uDBFF escape
+    for (;;) {
+      if (j >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
+      const c = buf[j]!;
+      if (c >= 0x20 && c < 0x80 && c !== 0x22 && c !== 0x5c) {
+        // Plain ASCII, by far the most common
+        units++;
+        pendingHigh = false;
+        j++;
+        continue;
+      }
+      if (c === 0x22) break;
+      if (c === 0x5c) {
+        escaped = true;
+        if (j + 1 >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
+        const e = buf[j + 1]!;
+        if (e === 0x75) {
+          let v = 0;
+          for (let k = 2; k < 6; k++) {
+            if (j + k >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
+            const h = HEX[buf[j + k]!]!;
+            if (h < 0) throw new InvalidJson(`bad \\u escape at byte ${j}: ${show(buf[j + k]!)} is not a hex digit`);
+            v = (v << 4) | h;
+          }
+          if (pendingHigh && v >= 0xdc00 && v <= 0xdfff) pendingHigh = false;
+          else {
+            units++;
+            pendingHigh = v >= 0xd800 && v <= 0xdbff;
+          }
+          j += 6;
+        } else if (SIMPLE_ESCAPE[e] === 1) {
+          units++;
+          pendingHigh = false;
+          j += 2;
+        } else {
+          throw new InvalidJson(`bad escape at byte ${j}: ${show(e)} after a backslash`);
+        }
+      } else if (c < 0x20) {
+        throw new InvalidJson(`control character 0x${c.toString(16).padStart(2, '0')} in a string at byte ${j}`);
+      } else {
+        // One unit per UTF-8 lead byte; a four-byte character is a surrogate pair, which ajv counts once.
+        if ((c & 0xc0) !== 0x80) {
+          units++;
+          pendingHigh = false;
+        }
+        j++;
+      }
+    }
+    this.length = units;
+    this.escaped = escaped;
+    return j + 1;
+  }
+
+  /** The number starting at `i` (RFC 8259 grammar); returns the index after it. */
+  private scanNumber(i: number): number {
+    const buf = this.buf;
+    const n = this.n;
+    let j = i;
+    if (buf[j] === 0x2d) j++;
+    // A leading 0 stands alone: in "01" the number ends after the 0, and the 1 is then unexpected.
+    if (j < n && buf[j] === 0x30) j++;
+    else j = this.digits(j, 'a digit');
+    if (j < n && buf[j] === 0x2e) j = this.digits(j + 1, 'a digit after the decimal point');
+    if (j < n && (buf[j] === 0x65 || buf[j] === 0x45)) {
+      j++;
+      if (j < n && (buf[j] === 0x2b || buf[j] === 0x2d)) j++;
+      j = this.digits(j, 'a digit in the exponent');
+    }
+    return j;
+  }
+
+  /** One or more digits from `j`; returns the index after them. */
+  private digits(j: number, what: string): number {
+    const buf = this.buf;
+    const n = this.n;
+    if (j >= n) throw new InvalidJson(`unexpected end of input at byte ${n}: expected ${what}`);
+    let c = buf[j]!;
+    if (c < 0x30 || c > 0x39) throw new InvalidJson(`unexpected ${show(c)} at byte ${j}: expected ${what}`);
+    do {
+      j++;
+      c = j < n ? buf[j]! : 0;
+    } while (c >= 0x30 && c <= 0x39);
+    return j;
+  }
+}
