@@ -29,7 +29,7 @@ import { fmtMs, fmtX, median, quantile, shuffle } from './lib/stats.js';
 const args = benchArgs('The document check: speed against JSON.parse and JSON.parse + ajv, and through quiet spells.', {
   kb: { type: 'number', default: 200, quick: 20, description: 'size of the drops checked, KiB' },
   rounds: { type: 'number', default: 7, quick: 2, description: 'interleaved rounds of the speed part' },
-  spaced: { type: 'number', default: 60, quick: 8, description: 'drops checked one at a time per checker in the quiet-spell part' },
+  spaced: { type: 'number', default: 60, quick: 12, description: 'drops checked one at a time per checker in the quiet-spell part' },
   'gap-ms': { type: 'number', default: 150, quick: 20, description: 'pause between two drops of the quiet-spell part, ms' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
 });

@@ -303,7 +303,8 @@ async function main(): Promise<void> {
     '',
     slowTable,
     '',
-    'The watcher stage alone: renames of a 200 KB file into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
+    `The watcher stage alone: renames of a ${KB} KB file` +
+      ' into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
     '',
     wTable,
   ].join('\n');
