@@ -12,11 +12,7 @@
  * stage alone, on the same renames: fs.watch as the service uses it, against chokidar with and
  * without awaitWriteFinish.
  */
-import { watch as fsWatch } from 'node:fs';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { watch as chokidarWatch } from 'chokidar';
 import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
@@ -24,14 +20,16 @@ import { startS3rver } from '../test/helpers/s3rver.js';
 import { BareSystem } from './lib/bare-system.js';
 import { benchArgs, commandLine, envOf } from './lib/cli.js';
 import { Dropper } from './lib/dropper.js';
-import { docTemplate, version, type DocTemplate } from './lib/drops.js';
+import { docTemplate, type DocTemplate } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
 import { quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
 import { dropAndPoll, waitDrained, type System } from './lib/rounds.js';
-import { log, onCleanup, runMain, tempDir } from './lib/run.js';
+import { log, onCleanup, runMain } from './lib/run.js';
+import { WATCHERS, watcherStage, type WatcherName } from './lib/watcher-stage.js';
+import { bareStages, breakdown, STAGES, type Sample } from './lib/freshness-stages.js';
 import { fmtMs, fmtX, median, nowMs, quantile, shuffle } from './lib/stats.js';
 
 const args = benchArgs('Freshness: rename of a drop → first GET that returns it, against a bare pipeline of the same architecture.', {
@@ -76,29 +74,12 @@ const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
 type Condition = 'alone' | 'loaded';
 
-interface Sample {
-  readonly system: string;
-  readonly condition: Condition;
-  readonly fresh: number;
-  readonly polls: number;
-  stages?: Record<string, number>;
-  /** How many readers of other processes got the version's bytes with its announcement (the worker's `carriedTo`). */
-  carriedTo?: number;
-  // for the breakdown
-  readonly t0: number;
-  readonly served: number;
-  readonly sha256: string;
-  readonly generatedAt: string;
-}
-
 interface Target {
   readonly name: string;
   readonly sys: System;
   readonly poller: Poller;
   etag: string | undefined;
 }
-
-const STAGES = ['watcher', 'queue', 'claim', 'read+validate', 'store', 'commit', 'reader', 'other'] as const;
 
 async function main(): Promise<void> {
   const machine = machineInfo();
@@ -177,7 +158,7 @@ async function main(): Promise<void> {
           const ok = await waitDrained(t.sys, 60_000);
           (backlog[t.name] ??= []).push({ ...r, drainMs: ok ? Date.now() - t1 : Number.POSITIVE_INFINITY });
         }
-        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, block, announced);
+        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, MEASURED.filename, block, announced);
         else for (const s of block) s.stages = bareStages(s, announced);
         samples.push(...block);
         await quiesce(allPids());
@@ -316,106 +297,6 @@ async function main(): Promise<void> {
     await sleep(30 + Math.random() * 50);
     return { system: t.name, condition, fresh: r.fresh, polls: r.polls, t0: r.t0, served: r.served, sha256: r.sha256, generatedAt: r.generatedAt };
   }
-}
-
-function bareStages(s: Sample, announced: Map<string, number>): Record<string, number> {
-  const ann = announced.get(s.sha256);
-  if (ann === undefined) return {};
-  return { watcher: ann - s.t0, reader: s.served - ann };
-}
-
-/** Attach each drop's stages from the worker's log line, its BullMQ job and the announcement. */
-async function breakdown(sys: OddsfilesSystem, block: Sample[], announced: Map<string, number>): Promise<void> {
-  const lines = sys.procs.flatMap((p) => p.readLines('"jobId"'));
-  const byGen = new Map(lines.filter((l) => l.filename === MEASURED.filename && l.outcome === 'published').map((l) => [l.generatedAt as string, l]));
-  const queue = sys.ingestQueue();
-  for (const s of block) {
-    const line = byGen.get(s.generatedAt);
-    const ann = announced.get(s.sha256);
-    if (!line || ann === undefined) continue;
-    const job = await queue.getJob(String(line.jobId));
-    if (!job?.processedOn) continue;
-    const timings = line.timings as Record<string, number>;
-    const logged = Date.parse(line.time as string);
-    const stages: Record<string, number> = {
-      watcher: job.data.receivedAt - s.t0,
-      queue: job.processedOn - job.data.receivedAt,
-      claim: logged - timings.total! - job.processedOn,
-      'read+validate': timings.read! + timings.validate!,
-      store: timings.store!,
-      commit: timings.commit!,
-      reader: s.served - ann,
-    };
-    stages.other = s.fresh - Object.values(stages).reduce((a, b) => a + b, 0);
-    s.stages = stages;
-    if (typeof line.carriedTo === 'number') s.carriedTo = line.carriedTo;
-  }
-}
-
-interface WatchPattern {
-  /** ms after every watcher saw the drop (or gave up) before it is moved out, as a claim does. */
-  readonly claimAfter: readonly [number, number];
-  /** ms after the claim before the next drop of the same filename. */
-  readonly nextAfter: readonly [number, number];
-}
-
-const WATCHERS = ['chokidar, no awaitWriteFinish', 'chokidar, awaitWriteFinish 50 ms', 'fs.watch (inotify; what the service uses)'] as const;
-type WatcherName = (typeof WATCHERS)[number];
-
-/**
- * rename → event for one watcher, for `n` drops of the same filename, each moved out (claimed)
- * shortly after the watcher reported it, the next one renamed in after a pause. A drop not
- * reported within `missAfterMs` counts as missed (the service's rescan would find it within
- * ingest.rescan, 5 s); it is claimed all the same.
- */
-async function watcherStage(which: WatcherName, n: number, tmpl: DocTemplate, pattern: WatchPattern, missAfterMs = 300): Promise<{ latency: number[]; missed: number }> {
-  const dir = await tempDir('watch');
-  const away = join(dir, '.away');
-  await mkdir(away);
-  const name = tmpl.feed.filename;
-  let seen: number | undefined;
-  const out = { latency: [] as number[], missed: 0 };
-  const ignored = (p: string) => p !== dir && (p.split('/').pop() ?? '').startsWith('.');
-  // The options the service once gave chokidar, with or without awaitWriteFinish.
-  const options = { depth: 0, ignoreInitial: false, followSymlinks: false, ignored };
-  let close: () => Promise<void>;
-  if (which === WATCHERS[2]) {
-    const raw = fsWatch(dir, (_e, f) => {
-      if (f === name && seen === undefined) seen = nowMs();
-    });
-    close = async () => raw.close();
-  } else {
-    const w = chokidarWatch(dir, which === WATCHERS[0] ? options : { ...options, awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 25 } });
-    // What the service listens to.
-    const on = (p: string) => {
-      if (p.endsWith(`/${name}`) && seen === undefined) seen = nowMs();
-    };
-    w.on('add', on);
-    w.on('change', on);
-    await new Promise<void>((r) => w.once('ready', () => r()));
-    close = () => w.close();
-  }
-  const between = ([a, b]: readonly [number, number]) => a + Math.random() * (b - a);
-  try {
-    for (let i = 0; i < n; i++) {
-      const v = version(tmpl);
-      const tmp = join(dir, '.w.tmp');
-      await writeFile(tmp, v.bytes);
-      seen = undefined;
-      const t0 = nowMs();
-      await rename(tmp, join(dir, name));
-      const deadline = t0 + missAfterMs;
-      while (seen === undefined && nowMs() < deadline) await sleep(1);
-      if (seen === undefined) out.missed++;
-      else out.latency.push(seen - t0);
-      await sleep(between(pattern.claimAfter));
-      await rename(join(dir, name), join(away, `${i}.json`));
-      await sleep(between(pattern.nextAfter));
-    }
-  } finally {
-    await close();
-  }
-  return out;
 }
 
 runMain(main);
