@@ -1,52 +1,43 @@
 /**
- * The document check on its own (src/feeds/validate.ts, scan.ts), on the built code: how fast a
- * worker checks a drop against JSON.parse and JSON.parse + ajv in the same run, and whether it stays
- * that fast through quiet spells and right after a start.
+ * The document check on its own, on the built code: how fast a worker's validator
+ * (dist/src/feeds/validate.js) checks a drop, against JSON.parse alone and JSON.parse + ajv on the
+ * same bytes; and whether it stays that fast through quiet spells and right after a start.
  *
- *   npx tsx bench/check.ts [--kb 200] [--rounds 7] [--spaced 60] [--gap-ms 150] [--no-doc]
+ * Speed: an indented and a compact drop of the example registry, interleaved rounds (order
+ * shuffled per round), medians.
  *
- * Speed: the validator a worker uses (one pass over the bytes) on an indented and a compact drop
- * of the example registry, against `JSON.parse` alone and the JSON.parse + ajv path
- * (`onePassMinBytes: Infinity`), in interleaved rounds (order shuffled per round); medians.
- *
- * Quiet spells: in a fresh Node process each, drops checked one at a time `--gap-ms` apart with
- * garbage made between them and a full collection in every tenth gap (what a quiet worker does:
- * the memory reducer collects when allocation stops), by three checkers: a new scanner per drop
- * (the code before b7fb3ca: in a quiet spell V8 could free the scanner's hidden classes and throw
- * its optimized code away, and a drop was then checked in the interpreter), the validator's one
- * scanner for every drop, and that validator warmed up at its creation (the worker's, since
- * 49e7afe). Reported: the first three checks after the start, then the median, the largest and
- * how many took over 5× the median.
+ * Quiet spells: in a fresh Node process per checker, drops checked one at a time `--gap-ms` apart
+ * with garbage made between them and a full collection in every tenth gap (what the memory reducer
+ * of a quiet worker does). Three checkers: a new scanner per drop (V8 may drop a short-lived
+ * scanner's optimized code in a pause, and the next drop is then checked in the interpreter), the
+ * validator's one scanner for every drop, and that validator created with `warmUp`. Reported: the
+ * first three checks after the start, then the median, the largest and how many took over 5× the
+ * median.
  */
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  EXAMPLE_FEEDS,
-  fmtMs,
-  fmtX,
-  log,
-  machineInfo,
-  machineLine,
-  median,
-  numberArg,
-  quantile,
-  ROOT,
-  runMain,
-  shuffle,
-  table,
-  tempDir,
-  writeDocSection,
-} from './common.js';
-import { generateDocument } from '../test/fixtures/corpus.js';
+import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
+import { ROOT } from '../test/helpers/service.js';
+import { benchArgs, commandLine } from './lib/cli.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { publishReport, table } from './lib/report.js';
+import { log, runMain, tempDir } from './lib/run.js';
+import { fmtMs, fmtX, median, quantile, shuffle } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const KB = numberArg('kb', 200, args);
-const ROUNDS = numberArg('rounds', 7, args);
-const SPACED = numberArg('spaced', 60, args);
-const GAP_MS = numberArg('gap-ms', 150, args);
-const WRITE_DOC = !args.includes('--no-doc');
+const args = benchArgs('The document check: speed against JSON.parse and JSON.parse + ajv, and through quiet spells.', {
+  kb: { type: 'number', default: 200, quick: 20, description: 'size of the drops checked, KiB' },
+  rounds: { type: 'number', default: 7, quick: 2, description: 'interleaved rounds of the speed part' },
+  spaced: { type: 'number', default: 60, quick: 12, description: 'drops checked one at a time per checker in the quiet-spell part' },
+  'gap-ms': { type: 'number', default: 150, quick: 20, description: 'pause between two drops of the quiet-spell part, ms' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const KB = args.kb;
+const ROUNDS = args.rounds;
+const SPACED = args.spaced;
+const GAP_MS = args['gap-ms'];
+const WRITE_DOC = !args['no-doc'] && !args.quick;
 const DIST = join(ROOT, 'dist/src');
 
 type Validate = (bytes: Buffer) => unknown;
@@ -119,8 +110,7 @@ for (let k = 0; k < Number(count); k++) {
   for (let j = 0; j < 2000; j++) junk.push({ j, s: 'x' + j });
   if (junk.length > 50_000) junk = [];
   // Every tenth gap, a full collection: what the memory reducer of a quiet worker does at some
-  // point in a pause. Left to the memory reducer alone, a run of this length may see none (one
-  // did), and then shows nothing.
+  // point in a pause; left to the memory reducer alone, a short run may see none.
   if (k % 10 === 9) globalThis.gc();
   const bytes = Buffer.from(template); // a drop of its own, as read from its claim
   const t = performance.now();
@@ -185,9 +175,9 @@ async function main(): Promise<void> {
   const docPath = join(dir, 'drop.json');
   await writeFile(docPath, docs[0]!.bytes);
   const variants = [
-    { id: 'new', label: 'a new scanner per drop (before b7fb3ca)' },
-    { id: 'reused', label: 'one scanner for every drop (the validator since b7fb3ca)' },
-    { id: 'warm', label: 'the same, warmed up at its creation (the worker since 49e7afe)' },
+    { id: 'new', label: 'a new scanner per drop' },
+    { id: 'reused', label: "one scanner for every drop (the validator's)" },
+    { id: 'warm', label: 'the same, warmed up at its creation (`warmUp`)' },
   ] as const;
   const spacedRows: string[][] = [];
   for (const v of variants) {
@@ -212,7 +202,7 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/check.ts${args.length ? ` ${args.join(' ')}` : ''}\`; ${Math.round((Date.now() - started) / 1000)} s in all.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${Math.round((Date.now() - started) / 1000)} s in all.`,
     '',
     `Speed: the worker's validator (one pass) against \`JSON.parse\` alone and the JSON.parse + ajv path on the same bytes, ${ROUNDS} interleaved rounds, medians (ms per drop); tokens: JSON values and keys.`,
     '',
@@ -226,8 +216,7 @@ async function main(): Promise<void> {
     '',
     table(['checker', 'first three checks ms', 'then p50 ms', 'p90 ms', 'max ms', 'over 5× p50'], spacedRows, ['l', 'l', 'r', 'r', 'r', 'r']),
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection('check', out);
+  await publishReport('check', out, WRITE_DOC);
 }
 
 runMain(main);

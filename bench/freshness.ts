@@ -1,109 +1,78 @@
 /**
- * Freshness: from the rename of a 200 KB drop into the inbox to the first GET /v1/data/{filename}
- * that returns the new version (a tight keep-alive poll with If-None-Match; the new version is
- * recognised by its ETag), alone and while the other 37 feeds are dropped at 100 per second.
- *
- *   npx tsx bench/freshness.ts [--drops 40] [--block 10] [--rate 100] [--kb 200] [--conditions alone,loaded] [--poll-gap-ms 0] [--store fs|s3] [--carry-max-bytes N] [--concurrency N] [--env NAME=VALUE]... [--variant-concurrency N] [--variant-env NAME=VALUE]... [--no-doc]
+ * Freshness: from the rename of a drop into the inbox to the first GET /v1/data/{filename} that
+ * returns the new version (a tight keep-alive poll with If-None-Match; the new version is
+ * recognised by its ETag), alone and while the other 37 feeds are dropped in the background.
  *
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
- * - oddsfiles, one process (`oddsfiles start`, what `npm start` runs);
- * - oddsfiles, one process per role (watcher | worker | reader, the docker-compose shape);
- * - bare: the same architecture reduced to its unavoidable work (bench/bare-pipeline.ts), the
- *   reference every ratio is taken against.
- * The breakdown of each oddsfiles drop comes from the worker's own log line (timings, jobId), the
- * BullMQ job (data.receivedAt, timestamp, processedOn), an announcement subscriber of our own and
- * the poller's clock. Then the watcher stage alone, on the same renames: fs.watch as the service
- * uses it, and chokidar as the service configured it before (with and without awaitWriteFinish).
+ * oddsfiles in one process (`npm start`); oddsfiles with one process per role (the compose shape);
+ * optionally a variant of the latter with another concurrency or environment (an A/B within one
+ * run); and the bare reference pipeline, which every ratio is taken against. Each oddsfiles drop
+ * is broken into stages from the worker's log line (timings, jobId), the BullMQ job (receivedAt,
+ * processedOn), an announcement subscriber of our own and the poller's clock. Then the watcher
+ * stage alone, on the same renames: fs.watch as the service uses it, against chokidar with and
+ * without awaitWriteFinish.
  */
-import { rename, writeFile, mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { watch as fsWatch } from 'node:fs';
-import { watch as chokidarWatch } from 'chokidar';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
+import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { startS3rver } from '../test/helpers/s3rver.js';
-import {
-  BareSystem,
-  Dropper,
-  EXAMPLE_FEEDS,
-  OddsfilesSystem,
-  Poller,
-  docTemplate,
-  fmtMs,
-  fmtX,
-  log,
-  machineInfo,
-  machineLine,
-  median,
-  nowMs,
-  quantile,
-  quiesce,
-  REDIS_URL,
-  runMain,
-  shuffle,
-  sleep,
-  table,
-  tempDir,
-  version,
-  waitDrained,
-  writeDocSection,
-  type DocTemplate,
-  type System,
-  numberArg,
-  envArgs,
-  onCleanup,
-} from './common.js';
+import { BareSystem } from './lib/bare-system.js';
+import { benchArgs, commandLine, envOf } from './lib/cli.js';
+import { Dropper } from './lib/dropper.js';
+import { docTemplate, type DocTemplate } from './lib/drops.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { Poller } from './lib/poller.js';
+import { quiesce } from './lib/proc.js';
+import { publishReport, table } from './lib/report.js';
+import { dropAndPoll, waitDrained, type System } from './lib/rounds.js';
+import { log, onCleanup, runMain } from './lib/run.js';
+import { WATCHERS, watcherStage, type WatcherName } from './lib/watcher-stage.js';
+import { bareStages, breakdown, STAGES, type Sample } from './lib/freshness-stages.js';
+import { fmtMs, fmtX, median, nowMs, quantile, shuffle } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
-const DROPS = opt('drops', 40);
-const BLOCK = opt('block', 10);
-const RATE = opt('rate', 100);
-const KB = opt('kb', 200);
-const CONDITIONS = (args.includes('--conditions') ? args[args.indexOf('--conditions') + 1]!.split(',') : ['alone', 'loaded']) as Condition[];
-const WRITE_DOC = !args.includes('--no-doc');
-/** Pause between two polls (default 0: back to back, the strictest measure; the poller's own load then competes with the pipeline). */
-const POLL_GAP_MS = opt('poll-gap-ms', 0);
-/** `ingest.carry_max_bytes` of the oddsfiles systems (default: the service's own; 0 turns carrying off). */
-const CARRY_MAX_BYTES = args.includes('--carry-max-bytes') ? opt('carry-max-bytes', 0) : undefined;
-/** `ingest.concurrency` of the oddsfiles systems (default: the service's own). */
-const CONCURRENCY = args.includes('--concurrency') ? opt('concurrency', 4) : undefined;
+const args = benchArgs('Freshness: rename of a drop → first GET that returns it, against a bare pipeline of the same architecture.', {
+  drops: { type: 'number', default: 40, quick: 2, description: 'measured drops per system and condition' },
+  block: { type: 'number', default: 10, quick: 2, description: 'drops per interleaved block' },
+  rate: { type: 'number', default: 100, quick: 20, description: 'background drops per second in the loaded condition' },
+  kb: { type: 'number', default: 200, quick: 20, description: 'size of every drop, KiB' },
+  conditions: { type: 'string', default: 'alone,loaded', description: 'comma-separated: alone, loaded' },
+  'poll-gap-ms': { type: 'number', default: 0, description: "pause between two polls (0: back to back, the strictest measure; the poller's own load then competes)" },
+  'watch-drops': { type: 'number', default: 25, quick: 3, description: 'spaced drops per watcher in the watcher-stage part (quick re-drops: four times as many)' },
+  store: { type: 'string', default: 'fs', choices: ['fs', 's3'], description: 'where the oddsfiles systems publish (s3: an s3rver started here); the bare reference stays on the filesystem' },
+  'carry-max-bytes': { type: 'number', description: "ingest.carry_max_bytes of the oddsfiles systems (default: the service's own; 0 turns carrying off)" },
+  concurrency: { type: 'number', description: "ingest.concurrency of the oddsfiles systems (default: the service's own)" },
+  env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
+  'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
+  'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const DROPS = args.drops;
+const BLOCK = args.block;
+const RATE = args.rate;
+const KB = args.kb;
+const CONDITIONS = args.conditions.split(',') as Condition[];
+if (CONDITIONS.some((c) => c !== 'alone' && c !== 'loaded')) throw new Error(`--conditions takes alone and/or loaded, not ${args.conditions}`);
+const WRITE_DOC = !args['no-doc'] && !args.quick;
+const POLL_GAP_MS = args['poll-gap-ms'];
+const WATCH_DROPS = args['watch-drops'];
+const CARRY_MAX_BYTES = args['carry-max-bytes'];
+const CONCURRENCY = args.concurrency;
 const INGEST_CONFIG = {
   ...(CARRY_MAX_BYTES === undefined ? {} : { carry_max_bytes: CARRY_MAX_BYTES }),
   ...(CONCURRENCY === undefined ? {} : { concurrency: CONCURRENCY }),
 };
 const SYSTEM_CONFIG = Object.keys(INGEST_CONFIG).length === 0 ? undefined : { ingest: INGEST_CONFIG };
-/** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8). */
-const EXTRA_ENV = envArgs('--env', args);
-/**
- * `--variant-concurrency N` and/or `--variant-env NAME=VALUE`: a fourth system, one process per
- * role like the third but with that `ingest.concurrency` and environment, measured in the same
- * interleaved blocks: an A/B of a setting within one run.
- */
-const VARIANT_CONCURRENCY = args.includes('--variant-concurrency') ? opt('variant-concurrency', 4) : undefined;
-const VARIANT_ENV = envArgs('--variant-env', args);
+const EXTRA_ENV = envOf(args.env);
+const VARIANT_CONCURRENCY = args['variant-concurrency'];
+const VARIANT_ENV = envOf(args['variant-env'], 'variant-env');
 const VARIANT = VARIANT_CONCURRENCY !== undefined || Object.keys(VARIANT_ENV).length > 0;
-/** `--store s3`: the oddsfiles systems publish to an S3 API (s3rver, started here) instead of the filesystem; the bare reference stays on the filesystem. */
-const STORE = args.includes('--store') ? args[args.indexOf('--store') + 1]! : 'fs';
-if (STORE !== 'fs' && STORE !== 's3') throw new Error(`--store fs|s3, not ${STORE}`);
+const STORE = args.store;
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
 type Condition = 'alone' | 'loaded';
-
-interface Sample {
-  readonly system: string;
-  readonly condition: Condition;
-  readonly fresh: number;
-  readonly polls: number;
-  stages?: Record<string, number>;
-  /** How many readers of other processes got the version's bytes with its announcement (the worker's `carriedTo`). */
-  carriedTo?: number;
-  // for the breakdown
-  readonly t0: number;
-  readonly served: number;
-  readonly sha256: string;
-  readonly generatedAt: string;
-}
 
 interface Target {
   readonly name: string;
@@ -111,8 +80,6 @@ interface Target {
   readonly poller: Poller;
   etag: string | undefined;
 }
-
-const STAGES = ['watcher', 'queue', 'claim', 'read+validate', 'store', 'commit', 'reader', 'other'] as const;
 
 async function main(): Promise<void> {
   const machine = machineInfo();
@@ -153,7 +120,7 @@ async function main(): Promise<void> {
 
   // Announcements, timed by a subscriber of our own.
   const announced = new Map<string, number>();
-  const sub = new Redis(REDIS_URL);
+  const sub = new Redis(TEST_REDIS_URL);
   await new Promise((r) => sub.once('ready', r));
   await sub.subscribe(...targets.map((t) => t.sys.channel));
   sub.on('message', (_c: string, message: string) => {
@@ -191,7 +158,7 @@ async function main(): Promise<void> {
           const ok = await waitDrained(t.sys, 60_000);
           (backlog[t.name] ??= []).push({ ...r, drainMs: ok ? Date.now() - t1 : Number.POSITIVE_INFINITY });
         }
-        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, block, announced);
+        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, MEASURED.filename, block, announced);
         else for (const s of block) s.stages = bareStages(s, announced);
         samples.push(...block);
         await quiesce(allPids());
@@ -212,8 +179,8 @@ async function main(): Promise<void> {
   const watchSpaced = {} as Record<WatcherName, { latency: number[]; missed: number }>;
   const watchQuick = {} as Record<WatcherName, { latency: number[]; missed: number }>;
   for (const w of WATCHERS) {
-    watchSpaced[w] = await watcherStage(w, 25, template, { claimAfter: [5, 10], nextAfter: [150, 200] });
-    watchQuick[w] = await watcherStage(w, 100, template, { claimAfter: [2, 10], nextAfter: [0, 60] });
+    watchSpaced[w] = await watcherStage(w, WATCH_DROPS, template, { claimAfter: [5, 10], nextAfter: [150, 200] });
+    watchQuick[w] = await watcherStage(w, 4 * WATCH_DROPS, template, { claimAfter: [2, 10], nextAfter: [0, 60] });
   }
 
   // ------------------------------------------------------------------ report
@@ -305,7 +272,7 @@ async function main(): Promise<void> {
   const out = [
     `${machineLine(machine)}`,
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/freshness.ts${args.length ? ` ${args.join(' ')}` : ''}\`; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${DROPS} drops per system and condition, blocks of ${BLOCK} interleaved (shuffled order), background ${RATE}/s over the other ${OTHERS.length} feeds (${KB} KB each); ${measuredS} s of measurement. p99 of ${DROPS} samples is the largest but one at most (nearest rank).`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${DROPS} drops per system and condition, blocks of ${BLOCK} interleaved (shuffled order), background ${RATE}/s over the other ${OTHERS.length} feeds (${KB} KB each); ${measuredS} s of measurement. p99 of ${DROPS} samples is the largest but one at most (nearest rank).`,
     '',
     freshTable,
     '',
@@ -317,133 +284,19 @@ async function main(): Promise<void> {
     '',
     slowTable,
     '',
-    'The watcher stage alone: renames of a 200 KB file into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service gave it until c81b0b7, listening to `add` and `change` as it did), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
+    `The watcher stage alone: renames of a ${KB} KB file` +
+      ' into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
     '',
     wTable,
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection('freshness', out);
+  await publishReport('freshness', out, WRITE_DOC);
 
   async function measureOne(t: Target, tmpl: DocTemplate, condition: Condition): Promise<Sample> {
-    const v = version(tmpl);
-    const tmp = join(t.sys.inbox, `.fresh-${process.pid}.tmp`);
-    await writeFile(tmp, v.bytes);
-    const t0 = nowMs();
-    await rename(tmp, join(t.sys.inbox, tmpl.feed.filename));
-    const r = await t.poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, t.etag, 10_000, POLL_GAP_MS);
-    t.etag = v.etag;
+    const r = await dropAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS);
+    t.etag = r.etag;
     await sleep(30 + Math.random() * 50);
-    return {
-      system: t.name,
-      condition,
-      fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
-      polls: r?.polls ?? 0,
-      t0,
-      served: r?.at ?? Number.NaN,
-      sha256: v.sha256,
-      generatedAt: v.generatedAt,
-    };
+    return { system: t.name, condition, fresh: r.fresh, polls: r.polls, t0: r.t0, served: r.served, sha256: r.sha256, generatedAt: r.generatedAt };
   }
-}
-
-function bareStages(s: Sample, announced: Map<string, number>): Record<string, number> {
-  const ann = announced.get(s.sha256);
-  if (ann === undefined) return {};
-  return { watcher: ann - s.t0, reader: s.served - ann };
-}
-
-/** Attach each drop's stages from the worker's log line, its BullMQ job and the announcement. */
-async function breakdown(sys: OddsfilesSystem, block: Sample[], announced: Map<string, number>): Promise<void> {
-  const lines = sys.procs.flatMap((p) => p.readLines('"jobId"'));
-  const byGen = new Map(lines.filter((l) => l.filename === MEASURED.filename && l.outcome === 'published').map((l) => [l.generatedAt as string, l]));
-  const queue = sys.ingestQueue();
-  for (const s of block) {
-    const line = byGen.get(s.generatedAt);
-    const ann = announced.get(s.sha256);
-    if (!line || ann === undefined) continue;
-    const job = await queue.getJob(String(line.jobId));
-    if (!job?.processedOn) continue;
-    const timings = line.timings as Record<string, number>;
-    const logged = Date.parse(line.time as string);
-    const stages: Record<string, number> = {
-      watcher: job.data.receivedAt - s.t0,
-      queue: job.processedOn - job.data.receivedAt,
-      claim: logged - timings.total! - job.processedOn,
-      'read+validate': timings.read! + timings.validate!,
-      store: timings.store!,
-      commit: timings.commit!,
-      reader: s.served - ann,
-    };
-    stages.other = s.fresh - Object.values(stages).reduce((a, b) => a + b, 0);
-    s.stages = stages;
-    if (typeof line.carriedTo === 'number') s.carriedTo = line.carriedTo;
-  }
-}
-
-interface WatchPattern {
-  /** ms after every watcher saw the drop (or gave up) before it is moved out, as a claim does. */
-  readonly claimAfter: readonly [number, number];
-  /** ms after the claim before the next drop of the same filename. */
-  readonly nextAfter: readonly [number, number];
-}
-
-const WATCHERS = ['chokidar, no awaitWriteFinish (the service from 8f23389 to c81b0b7)', 'chokidar, awaitWriteFinish 50 ms (the service before 8f23389)', 'fs.watch (inotify; the service now)'] as const;
-type WatcherName = (typeof WATCHERS)[number];
-
-/**
- * rename → event for one watcher, for `n` drops of the same filename, each moved out (claimed)
- * shortly after the watcher reported it, the next one renamed in after a pause. A drop not
- * reported within `missAfterMs` counts as missed (the service's rescan would find it within
- * ingest.rescan, 5 s); it is claimed all the same.
- */
-async function watcherStage(which: WatcherName, n: number, tmpl: DocTemplate, pattern: WatchPattern, missAfterMs = 300): Promise<{ latency: number[]; missed: number }> {
-  const dir = await tempDir('watch');
-  const away = join(dir, '.away');
-  await mkdir(away);
-  const name = tmpl.feed.filename;
-  let seen: number | undefined;
-  const out = { latency: [] as number[], missed: 0 };
-  const ignored = (p: string) => p !== dir && (p.split('/').pop() ?? '').startsWith('.');
-  // The options the service gave chokidar (until c81b0b7), with or without awaitWriteFinish.
-  const options = { depth: 0, ignoreInitial: false, followSymlinks: false, ignored };
-  let close: () => Promise<void>;
-  if (which === WATCHERS[2]) {
-    const raw = fsWatch(dir, (_e, f) => {
-      if (f === name && seen === undefined) seen = nowMs();
-    });
-    close = async () => raw.close();
-  } else {
-    const w = chokidarWatch(dir, which === WATCHERS[0] ? options : { ...options, awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 25 } });
-    // What the service listens to.
-    const on = (p: string) => {
-      if (p.endsWith(`/${name}`) && seen === undefined) seen = nowMs();
-    };
-    w.on('add', on);
-    w.on('change', on);
-    await new Promise<void>((r) => w.once('ready', () => r()));
-    close = () => w.close();
-  }
-  const between = ([a, b]: readonly [number, number]) => a + Math.random() * (b - a);
-  try {
-    for (let i = 0; i < n; i++) {
-      const v = version(tmpl);
-      const tmp = join(dir, '.w.tmp');
-      await writeFile(tmp, v.bytes);
-      seen = undefined;
-      const t0 = nowMs();
-      await rename(tmp, join(dir, name));
-      const deadline = t0 + missAfterMs;
-      while (seen === undefined && nowMs() < deadline) await sleep(1);
-      if (seen === undefined) out.missed++;
-      else out.latency.push(seen - t0);
-      await sleep(between(pattern.claimAfter));
-      await rename(join(dir, name), join(away, `${i}.json`));
-      await sleep(between(pattern.nextAfter));
-    }
-  } finally {
-    await close();
-  }
-  return out;
 }
 
 runMain(main);

@@ -1,52 +1,60 @@
 /**
  * Growth: how freshness and ingest throughput change with the file size (20 KB, 200 KB, 2 MB,
  * 20 MB; the example registry) and with the number of feeds (38, 380, 3,800 filenames of 20 KB;
- * a generated registry of `split` bookmakers bk0001… × sports). Few rounds per point: a curve, not
- * a precise figure.
- *
- *   npx tsx bench/growth.ts [--only size|feeds] [--no-doc]
+ * a generated registry of `split` bookmakers bk0001… × sports). Few rounds per point: a curve,
+ * not a precise figure.
  *
  * oddsfiles runs as `npm start` does (every role in one process). Per point, in the same run:
- * freshness of one feed (drops alone, alternating with the bare reference pipeline of
- * bench/bare-pipeline.ts) and throughput of rounds of many drops (alternating with the reference
- * loop read + JSON.parse + write + fsync + rename).
+ * freshness of one feed (drops alone, alternating with the bare reference pipeline) and
+ * throughput of rounds of many drops (alternating with the reference loop read + JSON.parse +
+ * write + fsync + rename).
  */
-import { Redis } from 'ioredis';
 import { join } from 'node:path';
-import {
-  BareSystem,
-  docTemplate,
-  dropAndPoll,
-  EXAMPLE_FEEDS,
-  fmtInt,
-  fmtMs,
-  fmtX,
-  generatedRegistry,
-  ingestRound,
-  log,
-  machineInfo,
-  machineLine,
-  MANY_SPORTS,
-  median,
-  OddsfilesSystem,
-  Poller,
-  quantile,
-  quiesce,
-  REDIS_URL,
-  referenceRound,
-  runMain,
-  sleep,
-  table,
-  tempDir,
-  writeDocSection,
-  type DocTemplate,
-  type FixtureFeed,
-} from './common.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { EXAMPLE_FEEDS, type FixtureFeed } from '../test/fixtures/corpus.js';
+import { TEST_REDIS_URL } from '../test/helpers/redis.js';
+import { BareSystem } from './lib/bare-system.js';
+import { benchArgs, commandLine } from './lib/cli.js';
+import { docTemplate, generatedRegistry, MANY_SPORTS, type DocTemplate } from './lib/drops.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { Poller } from './lib/poller.js';
+import { quiesce } from './lib/proc.js';
+import { publishReport, table } from './lib/report.js';
+import { dropAndPoll, ingestRound, referenceRound } from './lib/rounds.js';
+import { log, runMain, tempDir } from './lib/run.js';
+import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
-const WRITE_DOC = !args.includes('--no-doc');
+const args = benchArgs('Growth: freshness and throughput by file size and by number of feeds.', {
+  only: { type: 'string', choices: ['size', 'feeds'], description: 'measure one of the two curves (default: both)' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const only = args.only;
+const QUICK = args.quick;
+const WRITE_DOC = !args['no-doc'] && !QUICK;
 const KB = 1024;
+
+/** [label, bytes per drop, freshness drops, files per round, rounds]; --quick: the two smallest sizes, briefly. */
+const SIZE_POINTS: readonly (readonly [string, number, number, number, number])[] = QUICK
+  ? [
+      ['20 KB', 20 * KB, 2, 8, 1],
+      ['200 KB', 200 * KB, 2, 8, 1],
+    ]
+  : [
+      ['20 KB', 20 * KB, 12, 38, 3],
+      ['200 KB', 200 * KB, 12, 38, 3],
+      ['2 MB', 2 * KB * KB, 10, 38, 2],
+      ['20 MB', 20 * KB * KB, 5, 8, 1],
+    ];
+/** [bookmakers, sports, rounds, freshness drops]. */
+const FEED_POINTS: readonly (readonly [number, number, number, number])[] = QUICK
+  ? [[19, 1, 1, 2]]
+  : [
+      [19, 1, 3, 12],
+      [19, 10, 2, 12],
+      [190, 10, 1, 12],
+    ];
 
 interface Point {
   readonly label: string;
@@ -65,13 +73,13 @@ async function main(): Promise<void> {
   const started = Date.now();
   const bare = await BareSystem.start('growth-bare');
   const barePoller = new Poller(bare.readerUrl, bare.key);
-  const redis = new Redis(REDIS_URL);
+  const redis = new Redis(TEST_REDIS_URL);
   const refDir = await tempDir('growth-ref');
   const bareEtags = new Map<string, string>();
   // Warm the bare pipeline up (JIT, its folders) before it serves as the reference.
   {
     const t = docTemplate(EXAMPLE_FEEDS[0]!, 200 * KB);
-    for (let i = 0; i < 8; i++) bareEtags.set(t.feed.filename, (await dropAndPoll(bare, barePoller, t, bareEtags.get(t.feed.filename))).etag);
+    for (let i = 0; i < (QUICK ? 2 : 8); i++) bareEtags.set(t.feed.filename, (await dropAndPoll(bare, barePoller, t, bareEtags.get(t.feed.filename))).etag);
   }
 
   /** Freshness of `tmpl` on `sys`, alternating drop by drop with the bare pipeline. */
@@ -118,12 +126,7 @@ async function main(): Promise<void> {
     const sys = await OddsfilesSystem.start({ label: 'growth-size', shape: 'single' });
     const poller = new Poller(sys.readerUrl!, sys.key);
     const measured = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
-    for (const [label, bytes, freshN, files, rounds] of [
-      ['20 KB', 20 * KB, 12, 38, 3],
-      ['200 KB', 200 * KB, 12, 38, 3],
-      ['2 MB', 2 * KB * KB, 10, 38, 2],
-      ['20 MB', 20 * KB * KB, 5, 8, 1],
-    ] as const) {
+    for (const [label, bytes, freshN, files, rounds] of SIZE_POINTS) {
       log(`size ${label}…`);
       const point = newPoint(label, files, bytes);
       const feeds = EXAMPLE_FEEDS.slice(0, files);
@@ -140,11 +143,7 @@ async function main(): Promise<void> {
   // -------------------------------------------------------------------- by number of feeds
   const feedPoints: Point[] = [];
   if (only !== 'size') {
-    for (const [bookmakers, sports, rounds, freshN] of [
-      [19, 1, 3, 12],
-      [19, 10, 2, 12],
-      [190, 10, 1, 12],
-    ] as const) {
+    for (const [bookmakers, sports, rounds, freshN] of FEED_POINTS) {
       const reg = generatedRegistry(bookmakers, MANY_SPORTS.slice(0, sports));
       const n = reg.feeds.length;
       log(`${n} feeds…`);
@@ -152,7 +151,7 @@ async function main(): Promise<void> {
       const poller = new Poller(sys.readerUrl!, sys.key);
       const point = newPoint(`${fmtInt(n)} feeds`, n, 20 * KB);
       const templates = reg.feeds.map((f: FixtureFeed) => docTemplate(f, 20 * KB));
-      // The first round publishes every feed; with few rounds it is measured too (said so).
+      // The first round publishes every feed; with few rounds it is measured too (the report says so).
       await throughput(sys, templates, rounds, point, 150_000);
       await freshness(sys, poller, templates[0]!, freshN, point);
       const files = await poller.get('/v1/files');
@@ -207,7 +206,7 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/growth.ts${args.length ? ` ${args.join(' ')}` : ''}\`; ${measuredS} s in all. oddsfiles as \`npm start\` runs it (one process). Freshness: drops of one feed alone, alternating drop by drop with the bare pipeline (max = the largest of few samples). Throughput: rounds of many drops renamed at once, alternating with the reference loop; medians. CPU ms / drop: all of the service's CPU for a round (until idle again: compression and manifest writes included) / drops.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${measuredS} s in all. oddsfiles as \`npm start\` runs it (one process). Freshness: drops of one feed alone, alternating drop by drop with the bare pipeline (max = the largest of few samples). Throughput: rounds of many drops renamed at once, alternating with the reference loop; medians. CPU ms / drop: all of the service's CPU for a round (until idle again: compression and manifest writes included) / drops.`,
     '',
     ...(sizePoints.length
       ? ['By file size (example registry; throughput rounds of 38 files, 8 at 20 MB):', '', table(header, rowsOf(sizePoints), align), '']
@@ -220,8 +219,7 @@ async function main(): Promise<void> {
         ]
       : []),
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection(only ? `growth-${only}` : 'growth', out);
+  await publishReport(only ? `growth-${only}` : 'growth', out, WRITE_DOC);
 }
 
 runMain(main);

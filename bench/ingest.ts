@@ -1,64 +1,48 @@
 /**
  * Ingest throughput: drops settled per second for rounds of all 38 filenames of the example
- * registry, 200 KB each, renamed into the inbox at once. Settled: the inbox and .processing are
- * empty and the catalog holds all 38 new versions. Compared, in the same run, with a single loop
- * doing only read + JSON.parse + write + fsync + rename of the same files (the reference).
+ * registry renamed into the inbox at once. Settled: the inbox and .processing are empty and the
+ * catalog holds every new version. Compared, in the same run, with a single loop doing only read +
+ * JSON.parse + write + fsync + rename of the same files (the reference).
  *
- *   npx tsx bench/ingest.ts [--rounds 6] [--kb 200] [--no-doc]
- *   npx tsx bench/ingest.ts --profile [--rounds 6]   # V8 CPU profiles of two variants instead
- *   npx tsx bench/ingest.ts --variants default,single [--baseline DIR]   # an A/B, no doc written
- *
- * --variants picks some of: single, c1, default, c16, two, pool32. --baseline DIR runs each picked
- * variant a second time from another build (DIR/dist/workers/oddsfiles.js, e.g. a `git worktree`
- * of the commit before a change, built), in the same interleaved rounds.
- *
- * Variants, all started side by side and measured in interleaved rounds (order shuffled per
- * round, the reference included): every role in one process (`npm start`), watcher+worker with
+ * Variants, started side by side and measured in interleaved rounds (order shuffled per round, the
+ * reference included): every role in one process (`npm start`), watcher+worker with
  * ingest.concurrency 1, 4 (the default) and 16, watcher+worker plus a second worker process, and
- * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads).
+ * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads). `--baseline`
+ * runs each picked variant a second time from another build, in the same rounds: an A/B of a
+ * change. `--profile` takes V8 CPU profiles of two variants instead of the table.
  */
+import { readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { readdir, rename } from 'node:fs/promises';
 import { Redis } from 'ioredis';
-import {
-  catalogShas,
-  cpuMs,
-  docTemplate,
-  EXAMPLE_FEEDS,
-  fmtInt,
-  fmtMs,
-  fmtX,
-  log,
-  machineInfo,
-  machineLine,
-  median,
-  nowMs,
-  OddsfilesSystem,
-  quiesce,
-  REDIS_URL,
-  referenceLoop,
-  runMain,
-  shuffle,
-  sleep,
-  stage,
-  summarizeProfile,
-  table,
-  tempDir,
-  version,
-  writeDocSection,
-  type OddsfilesOptions,
-  numberArg,
-  stringArg,
-} from './common.js';
+import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
+import { TEST_REDIS_URL } from '../test/helpers/redis.js';
+import { benchArgs, commandLine } from './lib/cli.js';
+import { docTemplate } from './lib/drops.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { OddsfilesSystem, type OddsfilesOptions } from './lib/oddsfiles-system.js';
+import { summarizeProfile } from './lib/profile.js';
+import { publishReport, table } from './lib/report.js';
+import { ingestRound, referenceRound } from './lib/rounds.js';
+import { log, runMain, tempDir } from './lib/run.js';
+import { fmtInt, fmtMs, fmtX, median, shuffle } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
-const ROUNDS = opt('rounds', 6);
-const KB = opt('kb', 200);
-const PROFILE = args.includes('--profile');
-const PICKED = stringArg('variants', undefined, args)?.split(',');
-const BASELINE = stringArg('baseline', undefined, args);
-const WRITE_DOC = !args.includes('--no-doc') && !PROFILE && !PICKED && !BASELINE;
+const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32'];
+
+const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
+  rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
+  kb: { type: 'number', default: 200, quick: 20, description: 'size of each drop, KiB' },
+  variants: { type: 'string', description: `comma-separated variants to run, of ${VARIANT_IDS.join(', ')} (default: all; with --quick: default); no doc written` },
+  baseline: { type: 'string', description: "a checkout of another build (DIR/dist/workers/oddsfiles.js): each variant runs from it too; no doc written" },
+  profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const ROUNDS = args.rounds;
+const KB = args.kb;
+const PROFILE = args.profile;
+// A profile is of the one-process and the default variants; a smoke run needs one variant.
+const PICKED = (PROFILE ? 'single,default' : (args.variants ?? (args.quick ? 'default' : undefined)))?.split(',');
+const BASELINE = args.baseline;
+const WRITE_DOC = !args['no-doc'] && !args.quick && !PROFILE && !PICKED && !BASELINE;
 
 interface Variant {
   /** Its short name for --variants. */
@@ -102,53 +86,29 @@ async function main(): Promise<void> {
     variants.push(...variants.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
   }
   if (PROFILE) {
-    // Only the default watcher+worker and the one process, under --cpu-prof; the profiles are
-    // written when they stop, then summarised (self time by package / file, idle left out).
+    // Under --cpu-prof: the profiles are written when the processes stop, then summarised.
     const profDir = await tempDir('ingest-prof');
-    variants.splice(0, variants.length, variants[0]!, variants[2]!);
     for (const v of variants) (v.options as { nodeArgs?: string[] }).nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(profDir, String(variants.indexOf(v)))}`];
     profileDir = profDir;
   }
   log('starting the variants…');
   for (const [i, v] of variants.entries()) v.sys = await OddsfilesSystem.start({ label: `ingest${i}`, ...v.options });
-  const redis = new Redis(REDIS_URL);
+  const redis = new Redis(TEST_REDIS_URL);
   const refDir = await tempDir('ingest-ref');
   const refSeconds: number[] = [];
   const refCpu: number[] = [];
   const allPids = () => variants.flatMap((v) => v.sys!.pids());
 
   const runVariant = async (v: Variant): Promise<number> => {
-    const sys = v.sys!;
-    const versions = templates.map((t) => ({ name: t.feed.filename, ...version(t) }));
-    const staged = await stage(sys.inbox, versions);
-    await quiesce(allPids());
-    const cpu0 = sys.pids().reduce((a, p) => a + cpuMs(p), 0);
-    const t0 = nowMs();
-    for (const s of staged) await rename(s.tmp, s.final);
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      if (await sys.drained()) {
-        const shas = await catalogShas(redis, sys.catalogKey);
-        if (versions.every((x) => shas.get(x.name) === x.sha256)) break;
-      }
-      if (Date.now() > deadline) throw new Error(`${v.name}: not settled after 120 s`);
-      await sleep(5);
-    }
-    const s = (nowMs() - t0) / 1000;
-    await quiesce(allPids());
-    // After quiesce: what the round cost in all, compression and manifest writes included.
-    v.cpu.push(sys.pids().reduce((a, p) => a + cpuMs(p), 0) - cpu0);
-    return s;
+    const r = await ingestRound(v.sys!, templates, redis, allPids);
+    if (!r.settled) throw new Error(`${v.name}: not settled after 120 s`);
+    v.cpu.push(r.cpuMs);
+    return r.seconds;
   };
   const runReference = async (): Promise<number> => {
-    const versions = templates.map((t) => ({ name: t.feed.filename, ...version(t) }));
-    const staged = await stage(refDir, versions);
-    await quiesce(allPids());
-    const cpu0 = process.cpuUsage();
-    const ms = await referenceLoop(staged.map((s) => s.tmp), join(refDir, 'out'));
-    const c = process.cpuUsage(cpu0);
-    refCpu.push((c.user + c.system) / 1000);
-    return ms / 1000;
+    const r = await referenceRound(join(refDir, 'r'), templates, allPids);
+    refCpu.push(r.cpuMs);
+    return r.seconds;
   };
 
   log('warm-up round…');
@@ -204,9 +164,8 @@ async function main(): Promise<void> {
   }
 
   const refRate = templates.length / median(refSeconds);
-  // CPU per drop over all rounds together: /proc counts in 10 ms ticks, a round's ~100–150 ms of
-  // CPU by whole ticks, so one round's figure is off by up to 0.5 ms per drop (a median of them
-  // moved in steps of 0.26 ms); the sum of all rounds is off by one or two ticks in all.
+  // CPU per drop over all rounds together: /proc counts CPU in 10 ms ticks, too coarse for the
+  // ~100 ms of one round.
   const cpuPerDrop = (cpu: readonly number[]) => cpu.reduce((a, b) => a + b, 0) / cpu.length / templates.length;
   const rows: string[][] = [
     [
@@ -234,18 +193,17 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/ingest.ts${args.length ? ` ${args.join(' ')}` : ''}\`; rounds of ${templates.length} drops (every example filename, ${(totalBytes / templates.length / 1024).toFixed(0)} KB each, ${(totalBytes / 1e6).toFixed(1)} MB), ${ROUNDS} rounds after a warm-up, every variant and the reference once per round in shuffled order, each started only once the previous one's processes are idle; medians; ${measuredS} s of measurement.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; rounds of ${templates.length} drops (every example filename, ${(totalBytes / templates.length / 1024).toFixed(0)} KB each, ${(totalBytes / 1e6).toFixed(1)} MB), ${ROUNDS} rounds after a warm-up, every variant and the reference once per round in shuffled order, each started only once the previous one's processes are idle; medians; ${measuredS} s of measurement.`,
     '',
     table(['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'CPU ms per drop', 'target ≥ 0.7×'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
     '',
     'CPU ms per drop: user + system time of all the variant\'s processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop\'s own process.',
     '',
-    "Per drop, from the workers' log lines (median ms; read+validate: the worker's `read` + `validate` laps (since 8f23389 `read` includes validation and `validate` is the sha256); `store` includes the `catalog.get` before it; lag: job's `receivedAt` → logged, so it includes waiting in the queue):",
+    "Per drop, from the workers' log lines (median ms; read+validate: the worker's `read` + `validate` laps; `store` includes the `catalog.get` before it; lag: job's `receivedAt` → logged, so it includes waiting in the queue):",
     '',
     table(['variant', 'drops', 'read+validate', 'store', 'commit', 'total', 'lag'], timingRows),
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection('ingest', out);
+  await publishReport('ingest', out, WRITE_DOC);
 }
 
 runMain(main);

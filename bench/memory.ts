@@ -1,67 +1,51 @@
 /**
  * Memory: the reader's RSS (VmRSS / VmHWM from /proc/<pid>/status) once N files of S bytes are
  * published and held (identity + gzip + br), against the budget 100 MB + 3 × published bytes; and
- * what one 50 MB drop costs a worker-only process (VmHWM after − VmRSS before), against about
- * twice its size.
+ * what one large drop costs a worker-only process (VmHWM after − VmRSS before), against about twice
+ * its size.
  *
- *   npx tsx bench/memory.ts [--big-mb 50] [--settle-s 15] [--busy-s 5] [--env NAME=VALUE]... [--no-doc]
- *
- * The reader's RSS is read twice after the last round: once its processes are idle, and again
- * `--settle-s` seconds later ("settled"), once V8's memory reducer has given back the heap the
- * publishing rounds grew (it runs some seconds after allocation stops: in the runs of 2026-11-23
- * 18:20 the RSS went from 134 to 112 MB between 5 and 10 s after). The target is checked on the
- * settled RSS; the peak (VmHWM) is shown beside it. Then, with wrk installed, the reader serves
- * `GET /v1/files` under wrk for `--busy-s` seconds and its RSS is read at the end ("busy"): a reader
- * that serves traffic all the time keeps the heap a busy process grows, so that, not the settled
- * figure, is what a container limit must hold. `--env` sets the environment of the oddsfiles
- * processes (e.g. MALLOC_ARENA_MAX=2, as the Docker image does).
+ * The reader's RSS is read once its processes are idle, again `--settle-s` seconds later
+ * ("settled": V8's memory reducer gives back the heap the publishing rounds grew some seconds after
+ * allocation stops; the target is checked on this one), and at the end of `--busy-s` seconds of
+ * `GET /v1/files` under load ("busy": a reader serving traffic all the time keeps the heap a busy
+ * process grows, so that is what a container limit must hold).
  *
  * References measured in the same run: the reader's own RSS before anything is published, a bare
  * Node process holding the same bytes and their gzip and br variants in Buffers, and, for the
- * worker, a bare Node process that reads the same 50 MB file and JSON.parses it.
+ * worker, a bare Node process that reads the same file and JSON.parses it.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import {
-  catalogShas,
-  docTemplate,
-  EXAMPLE_FEEDS,
-  fmtMs,
-  fmtX,
-  generatedRegistry,
-  log,
-  machineInfo,
-  machineLine,
-  memOf,
-  OddsfilesSystem,
-  Poller,
-  quiesce,
-  REDIS_URL,
-  ROOT,
-  runMain,
-  sleep,
-  stage,
-  table,
-  which,
-  version,
-  writeDocSection,
-  type DocTemplate,
-  type FixtureFeed,
-  numberArg,
-  envArgs,
-} from './common.js';
+import { EXAMPLE_FEEDS, type FixtureFeed } from '../test/fixtures/corpus.js';
+import { TEST_REDIS_URL } from '../test/helpers/redis.js';
+import { ROOT } from '../test/helpers/service.js';
+import { benchArgs, commandLine, envOf } from './lib/cli.js';
+import { docTemplate, generatedRegistry, MANY_SPORTS, stage, versions, type DocTemplate } from './lib/drops.js';
+import { runLoad, loadTool } from './lib/load.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { Poller } from './lib/poller.js';
+import { memOf, quiesce } from './lib/proc.js';
+import { publishReport, table } from './lib/report.js';
+import { waitSettled } from './lib/rounds.js';
+import { log, runMain } from './lib/run.js';
+import { fmtMs, fmtX } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
-const BIG_MB = opt('big-mb', 50);
-const WRITE_DOC = !args.includes('--no-doc');
-const SETTLE_S = opt('settle-s', 15);
-const BUSY_S = opt('busy-s', 5);
-const WRK = which('wrk');
-/** `--env NAME=VALUE` (repeatable): environment of the oddsfiles processes. */
-const EXTRA_ENV = envArgs('--env', args);
+const args = benchArgs("Memory: the reader's RSS against its budget, and what one large drop costs a worker.", {
+  'big-mb': { type: 'number', default: 50, quick: 5, description: 'size of the drop of the worker part, MB' },
+  'settle-s': { type: 'number', default: 15, quick: 1, description: 'seconds between the idle and the settled RSS reading' },
+  'busy-s': { type: 'number', default: 5, quick: 1, description: 'seconds of GET /v1/files load before the busy RSS reading (0: none)' },
+  env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. MALLOC_ARENA_MAX=2, as the Docker image sets)' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const BIG_MB = args['big-mb'];
+const WRITE_DOC = !args['no-doc'] && !args.quick;
+const SETTLE_S = args['settle-s'];
+const BUSY_S = args['busy-s'];
+const EXTRA_ENV = envOf(args.env);
 const MB = 1e6;
 
 interface ReaderCase {
@@ -76,12 +60,14 @@ const mb = (b: number) => (b / MB).toFixed(1);
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
-  const many = generatedRegistry(19, ['soccer', 'basketball', 'tennis', 'hockey', 'baseball', 'rugby', 'cricket', 'handball', 'volleyball', 'darts']);
-  const cases: ReaderCase[] = [
-    { name: '38 files × 200 KB', feeds: EXAMPLE_FEEDS, bytes: 200 * 1024 },
-    { name: '38 files × 2 MB', feeds: EXAMPLE_FEEDS, bytes: 2 * 1024 * 1024 },
-    { name: '380 files × 200 KB', feeds: many.feeds, bytes: 200 * 1024, config: many.config },
-  ];
+  const many = generatedRegistry(19, MANY_SPORTS);
+  const cases: ReaderCase[] = args.quick
+    ? [{ name: '38 files × 20 KB', feeds: EXAMPLE_FEEDS, bytes: 20 * 1024 }]
+    : [
+        { name: '38 files × 200 KB', feeds: EXAMPLE_FEEDS, bytes: 200 * 1024 },
+        { name: '38 files × 2 MB', feeds: EXAMPLE_FEEDS, bytes: 2 * 1024 * 1024 },
+        { name: '380 files × 200 KB', feeds: many.feeds, bytes: 200 * 1024, config: many.config },
+      ];
   const readerRows: string[][] = [];
   for (const c of cases) readerRows.push(await readerCase(c));
 
@@ -91,10 +77,10 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/memory.ts${args.length ? ` ${args.join(' ')}` : ''}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops), then at the end of ${BUSY_S} s of \`GET /v1/files\` under wrk (one thread, 16 connections: "busy", what a reader serving traffic holds); the target is checked on the settled and busy RSS and on the peak VmHWM${Object.keys(EXTRA_ENV).length ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV).map(([k, v]) => `\`${k}=${v}\``).join(', ')}` : ''}. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops), then at the end of ${BUSY_S} s of \`GET /v1/files\` under load (${loadTool}, 16 connections: "busy", what a reader serving traffic holds); the target is checked on the settled and busy RSS and on the peak VmHWM${Object.keys(EXTRA_ENV).length ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV).map(([k, v]) => `\`${k}=${v}\``).join(', ')}` : ''}. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
     '',
     table(
-      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', `settled (${SETTLE_S} s later)`, `busy (${BUSY_S} s of wrk)`, 'VmHWM', 'budget 100 MB + 3×', '(settled − empty) / published', 'bare holder RSS', 'settled / bare holder', 'within budget'],
+      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', `settled (${SETTLE_S} s later)`, `busy (${BUSY_S} s of load)`, 'VmHWM', 'budget 100 MB + 3×', '(settled − empty) / published', 'bare holder RSS', 'settled / bare holder', 'within budget'],
       readerRows,
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
     ),
@@ -105,48 +91,27 @@ async function main(): Promise<void> {
     '',
     `The drop's own timings (worker log): ${worker.timings}.`,
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection('memory', out);
+  await publishReport('memory', out, WRITE_DOC);
 }
 
-/** Publish every feed (one version each) and wait until the reader serves each one's br variant. */
+/** Publish every feed (one version each) and wait until the reader holds each one's br variant. */
 async function publishAll(sys: OddsfilesSystem, templates: readonly DocTemplate[], redis: Redis, poller: Poller | undefined): Promise<number> {
-  const versions = templates.map((t) => ({ name: t.feed.filename, ...version(t) }));
+  const vs = versions(templates);
   // In batches, as publishers would, so the inbox never holds hundreds of MB at once.
-  for (let i = 0; i < versions.length; i += 40) {
-    const batch = versions.slice(i, i + 40);
-    const staged = await stage(sys.inbox, batch);
-    for (const s of staged) await rename(s.tmp, s.final);
-    const deadline = Date.now() + 180_000;
-    for (;;) {
-      if (await sys.drained()) {
-        const shas = await catalogShas(redis, sys.catalogKey);
-        if (batch.every((x) => shas.get(x.name) === x.sha256)) break;
-      }
-      if (Date.now() > deadline) throw new Error('publishing did not settle in 180 s');
-      await sleep(20);
-    }
+  for (let i = 0; i < vs.length; i += 40) {
+    const batch = vs.slice(i, i + 40);
+    for (const s of await stage(sys.inbox, batch)) await rename(s.tmp, s.final);
+    if (!(await waitSettled(sys, redis, batch, 180_000, 20))) throw new Error('publishing did not settle in 180 s');
   }
-  if (poller) {
-    for (const v of versions) {
-      const want = `"${v.sha256.slice(0, 32)}-br"`;
-      const deadline = Date.now() + 120_000;
-      for (;;) {
-        const r = await poller.get(`/v1/data/${v.name}`, { 'accept-encoding': 'br', 'if-none-match': want });
-        if (r.status === 304 && r.etag === want) break;
-        if (Date.now() > deadline) throw new Error(`the reader never served ${v.name} as br`);
-        await sleep(20);
-      }
-    }
-  }
-  return versions.reduce((s, v) => s + v.bytes.length, 0);
+  if (poller) for (const v of vs) await poller.untilHeld(`/v1/data/${v.name}`, `"${v.sha256.slice(0, 32)}-br"`, { 'accept-encoding': 'br' }, 120_000);
+  return vs.reduce((s, v) => s + v.bytes.length, 0);
 }
 
 async function readerCase(c: ReaderCase): Promise<string[]> {
   log(`reader: ${c.name}…`);
   const templates = c.feeds.map((f) => docTemplate(f, c.bytes));
   const sys = await OddsfilesSystem.start({ label: 'mem-reader', shape: 'pair', config: c.config, env: EXTRA_ENV });
-  const redis = new Redis(REDIS_URL);
+  const redis = new Redis(TEST_REDIS_URL);
   const poller = new Poller(sys.readerUrl!, sys.key);
   try {
     const readerPid = sys.reader!.pid;
@@ -160,7 +125,7 @@ async function readerCase(c: ReaderCase): Promise<string[]> {
     await quiesce(sys.pids());
     const idle = memOf(readerPid).rss;
     const m = await settled(readerPid);
-    const b = busy(readerPid, sys.readerUrl!, sys.key);
+    const b = await busy(readerPid, sys.readerUrl!, sys.key);
     const holder = await bareHolder(sys, redis);
     const budget = 100 * MB + 3 * published;
     return [
@@ -208,12 +173,10 @@ async function settled(pid: number): Promise<{ rss: number; hwm: number }> {
   return memOf(pid);
 }
 
-/** The reader's memory at the end of BUSY_S seconds of GET /v1/files under wrk (undefined without wrk). */
-function busy(pid: number, base: string, key: string): { rss: number; hwm: number } | undefined {
-  if (!WRK || BUSY_S <= 0) return undefined;
-  // wrk blocks this process meanwhile: nothing else of the bench runs.
-  const r = spawnSync(WRK, ['-t1', '-c16', `-d${BUSY_S}s`, '-H', `x-api-key: ${key}`, `${base}/v1/files`], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
+/** The reader's memory at the end of BUSY_S seconds of GET /v1/files under load (undefined when BUSY_S is 0). */
+async function busy(pid: number, base: string, key: string): Promise<{ rss: number; hwm: number } | undefined> {
+  if (BUSY_S <= 0) return undefined;
+  await runLoad({ url: `${base}/v1/files`, headers: { 'x-api-key': key }, connections: 16, seconds: BUSY_S });
   return memOf(pid);
 }
 
@@ -237,7 +200,7 @@ async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; ti
   const template = docTemplate(feed, BIG_MB * MB);
   // watcher | worker | reader, one process each: the worker's peak is its own.
   const sys = await OddsfilesSystem.start({ label: 'mem-worker', shape: 'split', env: EXTRA_ENV });
-  const redis = new Redis(REDIS_URL);
+  const redis = new Redis(TEST_REDIS_URL);
   const poller = new Poller(sys.readerUrl!, sys.key);
   try {
     const workerPid = sys.worker.pid;
@@ -251,7 +214,7 @@ async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; ti
     const after = memOf(workerPid).hwm;
     const readerIdle = memOf(readerPid).rss;
     const reader = await settled(readerPid);
-    const readerBusy = busy(readerPid, sys.readerUrl!, sys.key);
+    const readerBusy = await busy(readerPid, sys.readerUrl!, sys.key);
     const line = sys.procs.flatMap((p) => p.readLines('"jobId"')).find((l) => l.outcome === 'published');
     const t = (line?.timings ?? {}) as Record<string, number>;
     const timings = Object.entries(t)

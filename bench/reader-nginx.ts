@@ -1,53 +1,44 @@
 /**
  * Reader vs nginx: one reader process (`oddsfiles start --roles reader`, as deployed: request log
- * on, plan rate limit counted with tokens leased from Redis) against one nginx worker serving the same bytes as static
- * files (gzip_static with the reader's own gzip bytes), in the same run.
- *
- *   npx tsx bench/reader-nginx.ts [--rounds 3] [--duration 4] [--connections 32] [--no-doc]
+ * on, plan rate limit counted with tokens leased from Redis) against one nginx worker serving the
+ * same bytes as static files (gzip_static with the reader's own gzip bytes), in the same run.
  *
  * Scenarios: GET /v1/data/{200 KB file} with Accept-Encoding: gzip (target ≥ 0.5× nginx),
  * GET /v1/files (target ≥ 0.5× nginx serving the same list as a static file), and the 200 KB file
- * uncompressed (for information). Load: wrk (one thread, keep-alive), else autocannon in this
- * process. Rounds interleaved, order flipped every round, medians. Needs nginx and wrk (Debian:
- * `apt-get install -y nginx wrk`); without nginx the comparison is skipped with a message and only
- * the reader is measured.
+ * uncompressed (for information). Three more reader processes with settings turned off, and a
+ * bare node:http server (with and without the reader's response headers), show where the
+ * reader's time goes. Rounds interleaved, order flipped every round, medians. Needs nginx (Debian:
+ * `apt-get install -y nginx`); without it the comparison is skipped, said so, and the rest is
+ * measured. Load: wrk when installed, else autocannon.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
-import {
-  cpuSplitMs,
-  fmtInt,
-  fmtX,
-  freePort,
-  log,
-  machineInfo,
-  machineLine,
-  median,
-  OddsfilesProcess,
-  OddsfilesSystem,
-  onCleanup,
-  publishExampleSet,
-  Poller,
-  quiesce,
-  runMain,
-  sleep,
-  table,
-  tempDir,
-  which,
-  writeConfig,
-  writeDocSection,
-  numberArg,
-} from './common.js';
-import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode } from './bare-node.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../test/helpers/faults.js';
+import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode } from './lib/bare-node.js';
+import { benchArgs, commandLine } from './lib/cli.js';
+import { loadTool, runLoad } from './lib/load.js';
+import { machineInfo, machineLine, which } from './lib/machine.js';
+import { OddsfilesProcess } from './lib/oddsfiles-process.js';
+import { OddsfilesSystem, writeConfig } from './lib/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/poller.js';
+import { cpuSplitMs, quiesce } from './lib/proc.js';
+import { publishReport, table } from './lib/report.js';
+import { publishExampleSet } from './lib/rounds.js';
+import { log, onCleanup, runMain, tempDir } from './lib/run.js';
+import { fmtInt, fmtX, median } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const opt = (name: string, fallback: number) => numberArg(name, fallback, args);
-const ROUNDS = opt('rounds', 3);
-const DURATION = opt('duration', 4);
-const CONNECTIONS = opt('connections', 32);
-const WRITE_DOC = !args.includes('--no-doc');
+const args = benchArgs('Reader vs nginx: requests per second and CPU per request on the same bytes.', {
+  rounds: { type: 'number', default: 3, quick: 1, description: 'measured rounds per scenario and server' },
+  duration: { type: 'number', default: 4, quick: 1, description: 'seconds of load per round' },
+  connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+});
+const ROUNDS = args.rounds;
+const DURATION = args.duration;
+const CONNECTIONS = args.connections;
+const WRITE_DOC = !args['no-doc'] && !args.quick;
 const BIG = 'site_pregame_northwind_soccer.json';
 
 interface Load {
@@ -79,18 +70,19 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
   const nginxBin = which('nginx');
-  const wrkBin = which('wrk');
   if (!nginxBin) log('nginx is not installed (Debian: apt-get install -y nginx): the nginx comparison is SKIPPED, only the reader is measured.');
-  if (!wrkBin) log('wrk is not installed (Debian: apt-get install -y wrk): using autocannon in this process instead.');
+  if (!which('wrk')) log('wrk is not installed (Debian: apt-get install -y wrk): using autocannon in this process instead.');
 
   // Publish the example registry: one 200 KB file, the others about 4 KB.
   const sys = await OddsfilesSystem.start({ label: 'nginx', shape: 'pair' });
   const versions = await publishExampleSet(sys, BIG);
   const poller = new Poller(sys.readerUrl!, sys.key);
   const big = versions.find((v) => v.name === BIG)!;
-  for (const coding of ['gzip', 'br']) {
-    const want = `"${big.sha256.slice(0, 32)}-${coding === 'gzip' ? 'gz' : 'br'}"`;
-    while ((await poller.get(`/v1/data/${BIG}`, { 'accept-encoding': coding, 'if-none-match': want })).status !== 304) await sleep(20);
+  for (const [coding, suffix] of [
+    ['gzip', 'gz'],
+    ['br', 'br'],
+  ] as const) {
+    await poller.untilHeld(`/v1/data/${BIG}`, `"${big.sha256.slice(0, 32)}-${suffix}"`, { 'accept-encoding': coding });
   }
   poller.close();
   // The readers alone from now on: the one as deployed, and two variants that show where its
@@ -113,13 +105,9 @@ async function main(): Promise<void> {
     const base = `http://127.0.0.1:${port}`;
     variants.push({ name, base, pids: () => [p.pid], scenarios: 'targets' });
     // Wait until it listens and holds the big file compressed.
+    await waitHealthy(base, name);
     const vp = new Poller(base, sys.key);
-    for (let i = 0; !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) {
-      if (i > 300) throw new Error(`${name} did not start`);
-      await sleep(50);
-    }
-    const want = `"${big.sha256.slice(0, 32)}-gz"`;
-    while ((await vp.get(`/v1/data/${BIG}`, { 'accept-encoding': 'gzip', 'if-none-match': want })).status !== 304) await sleep(20);
+    await vp.untilHeld(`/v1/data/${BIG}`, `"${big.sha256.slice(0, 32)}-gz"`, { 'accept-encoding': 'gzip' });
     vp.close();
   }
 
@@ -127,7 +115,7 @@ async function main(): Promise<void> {
   const dir = await tempDir('nginx');
   const site = await saveSite(dir, reader.base, sys.key, BIG);
 
-  // What the contract's headers alone cost a Node server: the bare server sending the reader's own.
+  // What the API's response headers alone cost a Node server: the bare server sending the reader's own.
   const withHeaders = await captureReplyHeaders(reader.base, sys.key, BIG);
   const servers: Server[] = [
     reader,
@@ -153,12 +141,12 @@ async function main(): Promise<void> {
   for (const s of scenarios) {
     const these = servers.filter((srv) => srv.scenarios === 'all' || s.target !== undefined);
     const runs = new Map<string, Load[]>(these.map((srv) => [srv.name, []]));
-    for (const srv of these) await load(wrkBin, srv, s, sys.key, 1);
+    for (const srv of these) await load(srv, s, sys.key, 1);
     for (let r = 0; r < ROUNDS; r++) {
       const order = r % 2 === 0 ? these : [...these].reverse();
       for (const srv of order) {
         await quiesce(these.flatMap((x) => x.pids()), { maxMs: 2000 });
-        runs.get(srv.name)!.push(await load(wrkBin, srv, s, sys.key, DURATION));
+        runs.get(srv.name)!.push(await load(srv, s, sys.key, DURATION));
       }
     }
     const med = (name: string, k: keyof Load) => median(runs.get(name)!.map((x) => x[k]));
@@ -186,21 +174,20 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`npx tsx bench/reader-nginx.ts${args.length ? ` ${args.join(' ')}` : ''}\`; load: ${wrkBin ? `wrk, 1 thread` : 'autocannon in the bench process'}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; load: ${loadTool}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
     '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), its requests answered on the hot path (`reader.hot_path`, the default: src/reader/hot-path.ts), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
-    '- three more reader processes on the same data show where its time goes: every request through Fastify (`reader.hot_path: false`, the reader before 2026-11-24 noon); without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
+    '- three more reader processes on the same data show where its time goes: every request through Fastify (`reader.hot_path: false`); without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
-    "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads), handed to `writeHead` as one flat list as the hot path does: what the contract's headers alone cost a Node server. Measured in the two scenarios with a target.",
+    "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads), handed to `writeHead` as one flat list as the hot path does: what the API's response headers alone cost a Node server. Measured in the two scenarios with a target.",
     '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
     '',
     table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
   ].join('\n');
-  process.stdout.write(`\n${out}\n`);
-  if (WRITE_DOC) await writeDocSection('reader-nginx', out);
+  await publishReport('reader-nginx', out, WRITE_DOC);
 }
 
-/** A bare node:http server (bench/bare-node.ts) as one of the servers measured. */
+/** A bare node:http server (bench/lib/bare-node.ts) as one of the servers measured. */
 function bareServer(bare: BareNode, scenarios: Server['scenarios']): Server {
   return { name: bare.name, base: bare.base, pids: () => [bare.pid], scenarios };
 }
@@ -263,37 +250,12 @@ http {
   return { name: 'nginx', base, pids };
 }
 
-async function load(wrkBin: string | undefined, srv: Server, s: Scenario, key: string, seconds: number): Promise<Load> {
+/** One load run on `srv`, with the CPU its processes spent per request. */
+async function load(srv: Server, s: Scenario, key: string, seconds: number): Promise<Load> {
   const pids = srv.pids();
   const split = () => pids.map(cpuSplitMs).reduce((a, c) => ({ user: a.user + c.user, system: a.system + c.system }), { user: 0, system: 0 });
   const cpu0 = split();
-  const headers = { 'x-api-key': key, ...s.headers };
-  let result: { rps: number; p99ms: number; mbps: number; requests: number };
-  if (wrkBin) {
-    const hdr = Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-    const r = spawnSync(wrkBin, ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...hdr, `${srv.base}${s.path}`], { encoding: 'utf8' });
-    const text = r.stdout;
-    const bad = /Non-2xx or 3xx responses: (\d+)/.exec(text);
-    const errors = /Socket errors: (.*)/.exec(text);
-    if (r.status !== 0 || bad || (errors && /timeout [1-9]|read [1-9]|write [1-9]|connect [1-9]/.test(errors[1]!))) {
-      throw new Error(`${s.name} at ${srv.name}: wrk: ${text}${r.stderr}`);
-    }
-    const p99 = /99%\s+([\d.]+)(us|ms|s)\b/.exec(text);
-    const unit = { us: 0.001, ms: 1, s: 1000 } as const;
-    const requests = Number(/(\d+) requests in/.exec(text)?.[1]);
-    const transfer = /Transfer\/sec:\s+([\d.]+)(B|KB|MB|GB)/.exec(text);
-    const scale = { B: 1, KB: 1024, MB: 1024 ** 2, GB: 1024 ** 3 } as const;
-    result = {
-      rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]),
-      p99ms: p99 ? Number(p99[1]) * unit[p99[2] as keyof typeof unit] : Number.NaN,
-      mbps: transfer ? (Number(transfer[1]) * scale[transfer[2] as keyof typeof scale]) / 1e6 : Number.NaN,
-      requests,
-    };
-  } else {
-    const r = await autocannon({ url: `${srv.base}${s.path}`, connections: CONNECTIONS, duration: seconds, headers });
-    if (r.non2xx + r.errors + r.timeouts > 0) throw new Error(`${s.name} at ${srv.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
-    result = { rps: r.requests.average, p99ms: r.latency.p99, mbps: r.throughput.average / 1e6, requests: r.requests.total };
-  }
+  const result = await runLoad({ url: `${srv.base}${s.path}`, headers: { 'x-api-key': key, ...s.headers }, connections: CONNECTIONS, seconds });
   const cpu1 = split();
   const perRequest = (ms: number) => (ms * 1000) / result.requests;
   return {

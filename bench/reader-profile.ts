@@ -1,68 +1,61 @@
 /**
  * Where a reader's CPU goes per request: one reader process as deployed (`oddsfiles start --roles
- * reader`, request log on, plan limit counted) under wrk, profiled with V8's `--cpu-prof`, and the
- * profile's self time summed by function and by package. The tool for item 1 of "What to change
- * next" in docs/BENCHMARKS.md; it prints and writes nothing else.
- *
- *   npx tsx bench/reader-profile.ts [--duration 8] [--connections 32] [--path files|gzip|identity] [--top 30] [--request-log all|errors|off] [--no-rate] [--perf] [--bare]
+ * reader`, request log on, plan limit counted) under load, profiled with V8's `--cpu-prof`, and
+ * the profile's self time summed by function and by package. It prints, and writes nothing else.
  *
  * `--request-log` and `--no-rate` profile a reader with `reader.request_log` set, or with a plan
- * without a rate (nothing to count). `--perf` profiles with Linux perf instead of V8 (the reader
- * under `--perf-basic-prof`, `perf record -g` while wrk runs): the kernel's side included, and no
+ * without a rate (nothing to count). `--perf` profiles with Linux perf instead (the reader under
+ * `--perf-basic-prof`, `perf record -g` during the load): the kernel's side included, and no
  * over-counting of system calls; it prints the CPU per request split by component (each sample
- * charged to the innermost frame of its stack that names one: the request log, metrics, the key,
- * the plan limit, Node's HTTP code, the kernel's...) and perf's self time by symbol. `--bare`
- * profiles, the same way, the bare node:http server of bench/reader-nginx.ts sending the reader's
- * bytes and response headers (bench/bare-node.ts) instead of the reader: side by side, the two
- * tables show what the reader adds to each part, Node's own included.
+ * charged to the innermost frame of its stack that names one) and perf's self time by symbol.
+ * `--bare` profiles, the same way, the bare node:http server (bench/lib/bare-node.ts) sending the
+ * reader's bytes and response headers: side by side, the two show what the reader adds.
  *
- * Needs wrk (Debian: `apt-get install -y wrk`), and for `--perf` perf (`linux-perf`). The raw
- * profile stays in the run's folder with BENCH_KEEP=1 (a V8 one opens in Chrome DevTools →
+ * Load: wrk when installed, else autocannon in this process. `--perf` needs perf (`linux-perf`).
+ * The raw profile stays in the run's folder with BENCH_KEEP=1 (a V8 one opens in Chrome DevTools →
  * Performance or speedscope; a perf one in `perf report -i`).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  cpuSplitMs,
-  fmtInt,
-  freePort,
-  log,
-  machineInfo,
-  machineLine,
-  numberArg,
-  OddsfilesProcess,
-  OddsfilesSystem,
-  onCleanup,
-  publishExampleSet,
-  Poller,
-  runMain,
-  sleep,
-  summarizeProfile,
-  table,
-  which,
-  writeConfig,
-} from './common.js';
-import { captureReplyHeaders, saveSite, startBareNode } from './bare-node.js';
+import { freePort } from '../test/helpers/faults.js';
+import { captureReplyHeaders, saveSite, startBareNode } from './lib/bare-node.js';
+import { benchArgs } from './lib/cli.js';
+import { loadTool, runLoad } from './lib/load.js';
+import { machineInfo, machineLine, which } from './lib/machine.js';
+import { OddsfilesProcess } from './lib/oddsfiles-process.js';
+import { OddsfilesSystem, writeConfig } from './lib/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/poller.js';
+import { cpuSplitMs } from './lib/proc.js';
+import { summarizeProfile } from './lib/profile.js';
+import { table } from './lib/report.js';
+import { publishExampleSet } from './lib/rounds.js';
+import { log, onCleanup, runMain } from './lib/run.js';
+import { fmtInt } from './lib/stats.js';
 
-const args = process.argv.slice(2);
-const DURATION = numberArg('duration', 8, args);
-const CONNECTIONS = numberArg('connections', 32, args);
-const TOP = numberArg('top', 30, args);
-const PATHS = ['gzip', 'files', 'identity'] as const;
-const PATH = args.includes('--path') ? args[args.indexOf('--path') + 1] : 'gzip';
-if (!PATHS.includes(PATH as (typeof PATHS)[number])) throw new Error(`--path takes ${PATHS.join(', ')}, not "${PATH}"`);
-const REQUEST_LOG = args.includes('--request-log') ? args[args.indexOf('--request-log') + 1] : 'all';
-if (!['all', 'errors', 'off'].includes(REQUEST_LOG!)) throw new Error(`--request-log takes all, errors or off, not "${REQUEST_LOG}"`);
-const NO_RATE = args.includes('--no-rate');
-const PERF = args.includes('--perf');
-const BARE = args.includes('--bare');
+const args = benchArgs("Where a reader's CPU goes per request: a V8 (or perf) profile of one reader under load.", {
+  duration: { type: 'number', default: 8, quick: 2, description: 'seconds of profiled load' },
+  connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
+  path: { type: 'string', default: 'gzip', choices: ['gzip', 'files', 'identity'], description: 'what is requested: the 200 KB file gzipped, /v1/files, or the file uncompressed' },
+  top: { type: 'number', default: 30, description: 'rows of the function / symbol tables' },
+  'request-log': { type: 'string', default: 'all', choices: ['all', 'errors', 'off'], description: 'reader.request_log of the profiled reader' },
+  'no-rate': { type: 'boolean', description: 'the plan without a rate (no limit to count)' },
+  perf: { type: 'boolean', description: 'profile with Linux perf instead of V8' },
+  bare: { type: 'boolean', description: "profile the bare node:http server on the reader's bytes and headers instead of the reader" },
+});
+const DURATION = args.duration;
+const CONNECTIONS = args.connections;
+const TOP = args.top;
+const PATH = args.path;
+const REQUEST_LOG = args['request-log'];
+const NO_RATE = args['no-rate'];
+const PERF = args.perf;
+const BARE = args.bare;
 const BIG = 'site_pregame_northwind_soccer.json';
 
 async function main(): Promise<void> {
   log(machineLine(machineInfo()));
-  const wrk = which('wrk');
-  if (!wrk) throw new Error('wrk is not installed (Debian: apt-get install -y wrk)');
+  if (!which('wrk')) log('wrk is not installed (Debian: apt-get install -y wrk): the load comes from autocannon in this process.');
   const perf = PERF ? which('perf') : undefined;
   if (PERF && !perf) throw new Error('perf is not installed (Debian: apt-get install -y linux-perf)');
 
@@ -79,16 +72,10 @@ async function main(): Promise<void> {
   const reader = new OddsfilesProcess({ ...sys.env, PORT: String(port), ODDSFILES_CONFIG: config }, ['start', '--roles', 'reader'], join(sys.dataDir, 'reader.log'), ['reader'], nodeArgs);
   onCleanup(() => reader.stop());
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) {
-    if (i > 300) throw new Error('the reader did not start');
-    await sleep(50);
-  }
+  await waitHealthy(base, 'the profiled reader');
   const big = versions.find((v) => v.name === BIG)!;
   const poller = new Poller(base, sys.key);
-  for (let i = 0; (await poller.get(`/v1/data/${BIG}`, { 'accept-encoding': 'gzip', 'if-none-match': `"${big.sha256.slice(0, 32)}-gz"` })).status !== 304; i++) {
-    if (i > 500) throw new Error('the profiled reader does not serve the file (see reader.log with BENCH_KEEP=1)');
-    await sleep(20);
-  }
+  await poller.untilHeld(`/v1/data/${BIG}`, `"${big.sha256.slice(0, 32)}-gz"`, { 'accept-encoding': 'gzip' }, 30_000);
   poller.close();
 
   // The process profiled: the reader, or (`--bare`) the bare server on the reader's bytes and headers.
@@ -99,22 +86,17 @@ async function main(): Promise<void> {
     const bare = await startBareNode(dir, sys.key, BIG, await captureReplyHeaders(base, sys.key, BIG), nodeArgs);
     await reader.stop();
     profiled = bare;
-    log("the bare node:http server holds the reader's bytes and headers; loading it with wrk");
-  } else log('the reader holds the file; loading it with wrk');
+    log(`the bare node:http server holds the reader's bytes and headers; loading it (${loadTool})`);
+  } else log(`the reader holds the file; loading it (${loadTool})`);
   const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
-  const headers = ['-H', `x-api-key: ${sys.key}`, ...(PATH === 'gzip' ? ['-H', 'accept-encoding: gzip'] : [])];
-  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d2s', ...headers, `${profiled.base}${target}`]); // warm-up (JIT)
+  const load = { url: `${profiled.base}${target}`, headers: { 'x-api-key': sys.key, ...(PATH === 'gzip' ? { 'accept-encoding': 'gzip' } : {}) }, connections: CONNECTIONS };
+  await runLoad({ ...load, seconds: args.quick ? 1 : 2 }); // so the profile is of compiled code, not of the JIT's first minutes
   const perfData = join(sys.dataDir, 'perf.data');
-  // perf samples the reader for the run's length; it starts a moment before wrk and stops with it.
+  // perf samples the process for the run's length; it starts a moment before the load and stops with it.
   const recorder = perf ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(profiled.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' }) : undefined;
   const recorded = recorder ? new Promise<void>((r) => recorder.once('exit', () => r())) : Promise.resolve();
   const cpu0 = cpuSplitMs(profiled.pid);
-  const wrkRun = spawn(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, ...headers, `${profiled.base}${target}`]);
-  let out = '';
-  wrkRun.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-  await new Promise<void>((r) => wrkRun.once('exit', () => r()));
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
-  const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
+  const { rps, requests } = await runLoad({ ...load, seconds: DURATION });
   const cpu1 = cpuSplitMs(profiled.pid);
   await recorded;
   await profiled.stop();
@@ -125,7 +107,7 @@ async function main(): Promise<void> {
   const who = BARE ? 'the bare server' : 'the reader';
   if (perf) {
     process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`);
-    process.stdout.write(`CPU of ${who} over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`);
+    process.stdout.write(`CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`);
     const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], { encoding: 'utf8', maxBuffer: 64 << 20 });
     const lines = report.stdout.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).slice(0, TOP);
     const total = userUs + sysUs;
@@ -148,11 +130,11 @@ async function main(): Promise<void> {
   const perRequest = (ms: number) => ((ms * 1000) / (requests || 1)).toFixed(1);
   const rows = (list: [string, number][]) => list.map(([k, ms]) => [k, `${((ms / busyMs) * 100).toFixed(1)} %`, perRequest(ms)]);
   process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections; ${(busyMs / 1000).toFixed(2)} s of CPU in the profile, ~${perRequest(busyMs)} µs per request\n\n`);
-  // The kernel's share from /proc, measured over the wrk run alone: the V8 profile cannot tell it
+  // The kernel's share from /proc, measured over the load alone: the V8 profile cannot tell it
   // apart (a sample taken in a system call is charged to the native function that made it, and
   // samples are delivered late, at the call's return, so that function is over-counted).
   process.stdout.write(
-    `CPU of ${who} over the wrk run (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel. The profile below over-counts the native function of a system call (writev above all); for the kernel side use Linux perf: \`perf record -g -p PID\` with the reader started under \`--perf-basic-prof\` (docs/BENCHMARKS.md, reader section).\n\n`,
+    `CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel. The profile below over-counts the native function of a system call (writev above all); for the kernel side use Linux perf: \`perf record -g -p PID\` with the reader started under \`--perf-basic-prof\`.\n\n`,
   );
   process.stdout.write(table(['package / module', 'self', 'µs / request'], rows(groups.slice(0, 20))));
   process.stdout.write('\n\n');

@@ -1,15 +1,17 @@
 /**
- * Background publisher for the benchmarks (a child process with IPC, started by the bench, never
- * by hand): drops new versions of a list of feeds into an inbox at a fixed rate, each written
- * under a dot-name and renamed into place, round-robin over the feeds. Its own process, so that
- * the measuring loop of the parent never waits behind it.
+ * The child process of bench/lib/dropper.ts (never run by hand): drops new versions of a list of
+ * feeds into an inbox at a fixed rate, each written under a dot-name and renamed into place,
+ * round-robin over the feeds.
  *
  * Messages in: {cmd:'start', inbox, rate} | {cmd:'stop'}. Out: {ready} | {stopped, sent, ms}.
  */
 import { randomBytes } from 'node:crypto';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { docTemplate, nowMs, sleep, version, type DocTemplate, type FixtureFeed } from './common.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FixtureFeed } from '../../test/fixtures/corpus.js';
+import { docTemplate, version, type DocTemplate } from './drops.js';
+import { nowMs } from './stats.js';
 
 interface Init {
   feeds: FixtureFeed[];

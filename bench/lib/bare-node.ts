@@ -1,15 +1,17 @@
 /**
  * The bare node:http server the reader benches compare with: the reader's own bytes (and, if
  * asked, its response headers) answered from Buffers after a Map lookup of the key, nothing else
- * (no framework, no log, no limits), in a process of its own. Used by bench/reader-nginx.ts (a
- * reference in every run) and bench/reader-profile.ts `--bare` (profiled the same way as the
- * reader, part by part).
+ * (no framework, no log, no limits), in a process of its own: the ceiling of a Node server. Used
+ * by bench/reader-nginx.ts (a reference in every run) and bench/reader-profile.ts `--bare`
+ * (profiled the same way as the reader).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { get, request } from 'node:http';
 import { join } from 'node:path';
-import { freePort, onCleanup, sleep } from './common.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../../test/helpers/faults.js';
+import { onCleanup } from './run.js';
 
 /** Per route (`/v1/files`, `/v1/data/NAME`, `/v1/data/NAME gzip`): the reader's response headers but those Node adds itself. */
 export type ReplyHeaders = Record<string, Record<string, string>>;

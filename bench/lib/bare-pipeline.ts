@@ -1,6 +1,6 @@
 /**
- * The bare reference pipeline of the freshness benchmarks (started by bench/common.ts, never run
- * by hand): the architecture of oddsfiles reduced to the work it cannot avoid, in one process.
+ * The bare reference pipeline of the freshness benchmarks (started by bench/lib/bare-system.ts,
+ * never run by hand): the architecture of oddsfiles reduced to the work it cannot avoid, in one process.
  *
  *   fs.watch(inbox) ─▶ claim (rename into .processing) ─▶ read ─▶ JSON.parse ─▶ sha256
  *   ─▶ store: temp file + fsync + rename + fsync dir ─▶ Redis MULTI(HSET catalog, PUBLISH)

@@ -1,0 +1,40 @@
+/** V8 CPU profiles (.cpuprofile, from `node --cpu-prof`) summed by package, file and function. */
+import { readFileSync } from 'node:fs';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+}
+
+/** Where a profile frame belongs: a package, a file of the project, a Node module, or a V8 bucket. */
+function groupOf(frame: ProfileNode['callFrame']): string {
+  const { url, functionName } = frame;
+  if (!url) return functionName.startsWith('(') ? functionName : `(native) ${functionName}`;
+  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+  if (nm) return nm[1]!;
+  const src = /\/dist\/((?:src|workers)\/.*?)\.js$/.exec(url);
+  if (src) return src[1]!;
+  if (url.startsWith('node:')) return url.replace(/^node:internal\//, 'node:').split('/').slice(0, 2).join('/');
+  return url;
+}
+
+/** Self time grouped, and the top functions; idle time left out (shares are of the busy time). */
+export function summarizeProfile(path: string, top = 12): { busyMs: number; groups: [string, number][]; functions: [string, number][] } {
+  const p = JSON.parse(readFileSync(path, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const groups = new Map<string, number>();
+  const fns = new Map<string, number>();
+  let busy = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const node = byId.get(p.samples[i]!);
+    const dt = (p.timeDeltas[i + 1] ?? 0) / 1000;
+    if (!node || node.callFrame.functionName === '(idle)') continue;
+    busy += dt;
+    const g = groupOf(node.callFrame);
+    groups.set(g, (groups.get(g) ?? 0) + dt);
+    const f = `${node.callFrame.functionName || '(anonymous)'} ${g}${node.callFrame.url ? `:${node.callFrame.lineNumber + 1}` : ''}`;
+    fns.set(f, (fns.get(f) ?? 0) + dt);
+  }
+  const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).slice(0, top);
+  return { busyMs: busy, groups: sorted(groups), functions: sorted(fns) };
+}
