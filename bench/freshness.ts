@@ -38,9 +38,23 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   rate: { type: 'number', default: 100, quick: 20, description: 'background drops per second in the loaded condition' },
   kb: { type: 'number', default: 200, quick: 20, description: 'size of every drop, KiB' },
   conditions: { type: 'string', default: 'alone,loaded', description: 'comma-separated: alone, loaded' },
-  'poll-gap-ms': { type: 'number', default: 0, description: "pause between two polls (0: back to back, the strictest measure; the poller's own load then competes)" },
-  'watch-drops': { type: 'number', default: 25, quick: 3, description: 'spaced drops per watcher in the watcher-stage part (quick re-drops: four times as many)' },
-  store: { type: 'string', default: 'fs', choices: ['fs', 's3'], description: 'where the oddsfiles systems publish (s3: an s3rver started here); the bare reference stays on the filesystem' },
+  'poll-gap-ms': {
+    type: 'number',
+    default: 0,
+    description: "pause between two polls (0: back to back, the strictest measure; the poller's own load then competes)",
+  },
+  'watch-drops': {
+    type: 'number',
+    default: 25,
+    quick: 3,
+    description: 'spaced drops per watcher in the watcher-stage part (quick re-drops: four times as many)',
+  },
+  store: {
+    type: 'string',
+    default: 'fs',
+    choices: ['fs', 's3'],
+    description: 'where the oddsfiles systems publish (s3: an s3rver started here); the bare reference stays on the filesystem',
+  },
   'carry-max-bytes': { type: 'number', description: "ingest.carry_max_bytes of the oddsfiles systems (default: the service's own; 0 turns carrying off)" },
   concurrency: { type: 'number', description: "ingest.concurrency of the oddsfiles systems (default: the service's own)" },
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
@@ -234,20 +248,34 @@ async function main(): Promise<void> {
       bdRows.push([condition, t.name, fmtMs(p50), ...cells, t.name.startsWith('bare') ? '—' : `${carried} of ${ss.length}`]);
     }
   }
-  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`), 'carried'], bdRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const), 'r']);
+  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`), 'carried'], bdRows, [
+    'l',
+    'l',
+    'r',
+    ...STAGES.map(() => 'r' as const),
+    'r',
+  ]);
 
   // The slowest drops of each oddsfiles system, with their stages: what makes the tail.
   const slowRows: string[][] = [];
   for (const condition of CONDITIONS) {
     for (const t of targets.filter((x) => x.sys.kind === 'oddsfiles')) {
-      const ss = samples.filter((s) => s.system === t.name && s.condition === condition).sort((a, b) => b.fresh - a.fresh).slice(0, 3);
+      const ss = samples
+        .filter((s) => s.system === t.name && s.condition === condition)
+        .sort((a, b) => b.fresh - a.fresh)
+        .slice(0, 3);
       for (const s of ss) {
         const st = s.stages ?? {};
         slowRows.push([condition, t.name, fmtMs(s.fresh), ...STAGES.map((k) => (st[k] === undefined ? '—' : fmtMs(st[k]!)))]);
       }
     }
   }
-  const slowTable = table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
+  const slowTable = table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, [
+    'l',
+    'l',
+    'r',
+    ...STAGES.map(() => 'r' as const),
+  ]);
 
   const ref = (w: typeof watchSpaced) => median(w[WATCHERS[2]].latency);
   const wRows = WATCHERS.map((name) => {
@@ -264,10 +292,7 @@ async function main(): Promise<void> {
       fmtMs(median(b.latency)),
     ];
   });
-  const wTable = table(
-    ['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'],
-    wRows,
-  );
+  const wTable = table(['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'], wRows);
 
   const out = [
     `${machineLine(machine)}`,
@@ -276,16 +301,16 @@ async function main(): Promise<void> {
     '',
     freshTable,
     '',
-    'Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker\'s `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit); carried: drops whose bytes reached the reader with their announcement (`ingest.carry_max_bytes`; in one process the reader is handed them directly and nothing is carried). For bare: watcher = rename → announcement, reader as above.',
+    "Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker's `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit); carried: drops whose bytes reached the reader with their announcement (`ingest.carry_max_bytes`; in one process the reader is handed them directly and nothing is carried). For bare: watcher = rename → announcement, reader as above.",
     '',
     bdTable,
     '',
-    'The three slowest drops of each oddsfiles system (what makes its p99), with their stages (— : the worker\'s log line or the job was not found):',
+    "The three slowest drops of each oddsfiles system (what makes its p99), with their stages (— : the worker's log line or the job was not found):",
     '',
     slowTable,
     '',
     `The watcher stage alone: renames of a ${KB} KB file` +
-      ' into a folder watched by one watcher at a time (the service\'s kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service\'s rescan finds such a drop within `ingest.rescan`, 5 s).',
+      " into a folder watched by one watcher at a time (the service's kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service's rescan finds such a drop within `ingest.rescan`, 5 s).",
     '',
     wTable,
   ].join('\n');

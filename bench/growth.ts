@@ -114,11 +114,21 @@ async function main(): Promise<void> {
       if (first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
       point.rounds.push(await ingestRound(sys, templates, redis, quiet, timeoutMs));
       if (!first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
-      log(`  ${point.label}: round ${r + 1}: ${fmtInt(templates.length / point.rounds.at(-1)!.seconds)} drops/s, reference ${fmtInt(templates.length / point.refRounds.at(-1)!.seconds)}/s`);
+      log(
+        `  ${point.label}: round ${r + 1}: ${fmtInt(templates.length / point.rounds.at(-1)!.seconds)} drops/s, reference ${fmtInt(templates.length / point.refRounds.at(-1)!.seconds)}/s`,
+      );
     }
   };
 
-  const newPoint = (label: string, dropsPerRound: number, bytesPerDrop: number): Point => ({ label, freshness: [], bareFreshness: [], rounds: [], refRounds: [], dropsPerRound, bytesPerDrop });
+  const newPoint = (label: string, dropsPerRound: number, bytesPerDrop: number): Point => ({
+    label,
+    freshness: [],
+    bareFreshness: [],
+    rounds: [],
+    refRounds: [],
+    dropsPerRound,
+    bytesPerDrop,
+  });
 
   // -------------------------------------------------------------------- by file size
   const sizePoints: Point[] = [];

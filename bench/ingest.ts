@@ -31,8 +31,11 @@ const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32'];
 const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
   rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
   kb: { type: 'number', default: 200, quick: 20, description: 'size of each drop, KiB' },
-  variants: { type: 'string', description: `comma-separated variants to run, of ${VARIANT_IDS.join(', ')} (default: all; with --quick: default); no doc written` },
-  baseline: { type: 'string', description: "a checkout of another build (DIR/dist/workers/oddsfiles.js): each variant runs from it too; no doc written" },
+  variants: {
+    type: 'string',
+    description: `comma-separated variants to run, of ${VARIANT_IDS.join(', ')} (default: all; with --quick: default); no doc written`,
+  },
+  baseline: { type: 'string', description: 'a checkout of another build (DIR/dist/workers/oddsfiles.js): each variant runs from it too; no doc written' },
   profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
 });
@@ -144,7 +147,15 @@ async function main(): Promise<void> {
     const lines = v.sys!.procs.flatMap((p) => p.readLines('"jobId"')).filter((l) => l.outcome === 'published');
     const t = (k: string) => median(lines.map((l) => (l.timings as Record<string, number>)[k] ?? Number.NaN));
     const rv = median(lines.map((l) => ((l.timings as Record<string, number>).read ?? Number.NaN) + ((l.timings as Record<string, number>).validate ?? 0)));
-    timingRows.push([v.name, String(lines.length), fmtMs(rv), fmtMs(t('store')), fmtMs(t('commit')), fmtMs(t('total')), fmtMs(median(lines.map((l) => l.lagMs as number)))]);
+    timingRows.push([
+      v.name,
+      String(lines.length),
+      fmtMs(rv),
+      fmtMs(t('store')),
+      fmtMs(t('commit')),
+      fmtMs(t('total')),
+      fmtMs(median(lines.map((l) => l.lagMs as number))),
+    ]);
   }
   for (const v of variants) await v.sys!.stop();
   if (profileDir) {
@@ -154,9 +165,24 @@ async function main(): Promise<void> {
       for (const f of await readdir(dir)) {
         const s = summarizeProfile(join(dir, f));
         const proc = v.sys!.procs.find((p) => f.includes(String(p.pid)));
-        lines.push(`### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * templates.length + templates.length))} ms per drop, warm-up included)`);
-        lines.push('', table(['self time by package / file', 'ms', 'share'], s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`])), '');
-        lines.push(table(['top functions (self)', 'ms', 'share'], s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`])), '');
+        lines.push(
+          `### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * templates.length + templates.length))} ms per drop, warm-up included)`,
+        );
+        lines.push(
+          '',
+          table(
+            ['self time by package / file', 'ms', 'share'],
+            s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+          ),
+          '',
+        );
+        lines.push(
+          table(
+            ['top functions (self)', 'ms', 'share'],
+            s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+          ),
+          '',
+        );
       }
     }
     process.stdout.write(`\n${lines.join('\n')}\n`);
@@ -197,7 +223,7 @@ async function main(): Promise<void> {
     '',
     table(['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'CPU ms per drop', 'target ≥ 0.7×'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
     '',
-    'CPU ms per drop: user + system time of all the variant\'s processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop\'s own process.',
+    "CPU ms per drop: user + system time of all the variant's processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop's own process.",
     '',
     "Per drop, from the workers' log lines (median ms; read+validate: the worker's `read` + `validate` laps; `store` includes the `catalog.get` before it; lag: job's `receivedAt` → logged, so it includes waiting in the queue):",
     '',

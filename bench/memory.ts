@@ -77,10 +77,30 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops), then at the end of ${BUSY_S} s of \`GET /v1/files\` under load (${loadTool}, 16 connections: "busy", what a reader serving traffic holds); the target is checked on the settled and busy RSS and on the peak VmHWM${Object.keys(EXTRA_ENV).length ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV).map(([k, v]) => `\`${k}=${v}\``).join(', ')}` : ''}. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`. The reader runs alone in its process (\`oddsfiles start --roles reader\`), fed by a watcher+worker process; each case publishes every file twice (the second round replaces every version), waiting each time until the reader serves the br variant of every file, and reads VmRSS/VmHWM once the processes are idle, and VmRSS again ${SETTLE_S} s later ("settled": V8 gives back the heap the rounds grew some seconds after allocation stops), then at the end of ${BUSY_S} s of \`GET /v1/files\` under load (${loadTool}, 16 connections: "busy", what a reader serving traffic holds); the target is checked on the settled and busy RSS and on the peak VmHWM${
+      Object.keys(EXTRA_ENV).length
+        ? `; environment of the oddsfiles processes: ${Object.entries(EXTRA_ENV)
+            .map(([k, v]) => `\`${k}=${v}\``)
+            .join(', ')}`
+        : ''
+    }. "bare holder": a Node process holding the same current bytes with their gzip (level 6) and br (quality 5) variants in Buffers. MB = 10⁶ bytes.`,
     '',
     table(
-      ['published', 'bytes held', 'reader RSS empty', 'RSS after 1st round', 'RSS after 2nd round', `settled (${SETTLE_S} s later)`, `busy (${BUSY_S} s of load)`, 'VmHWM', 'budget 100 MB + 3×', '(settled − empty) / published', 'bare holder RSS', 'settled / bare holder', 'within budget'],
+      [
+        'published',
+        'bytes held',
+        'reader RSS empty',
+        'RSS after 1st round',
+        'RSS after 2nd round',
+        `settled (${SETTLE_S} s later)`,
+        `busy (${BUSY_S} s of load)`,
+        'VmHWM',
+        'budget 100 MB + 3×',
+        '(settled − empty) / published',
+        'bare holder RSS',
+        'settled / bare holder',
+        'within budget',
+      ],
       readerRows,
       ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
     ),
@@ -187,7 +207,11 @@ function verdict(m: { rss: number; hwm: number }, b: { rss: number; hwm: number 
 
 function runNode(code: string, env: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     child.once('exit', (codeNo) => (codeNo === 0 ? resolve(out.trim()) : reject(new Error(`node -e exited ${codeNo}`))));

@@ -100,7 +100,12 @@ async function main(): Promise<void> {
   ] as const) {
     // A port of its own, known in advance.
     const port = await freePort();
-    const p = new OddsfilesProcess({ ...sys.env, ...env, PORT: String(port) }, ['start', '--roles', 'reader'], join(sys.dataDir, `variant${variants.length}.log`), ['reader']);
+    const p = new OddsfilesProcess(
+      { ...sys.env, ...env, PORT: String(port) },
+      ['start', '--roles', 'reader'],
+      join(sys.dataDir, `variant${variants.length}.log`),
+      ['reader'],
+    );
     onCleanup(() => p.stop());
     const base = `http://127.0.0.1:${port}`;
     variants.push({ name, base, pids: () => [p.pid], scenarios: 'targets' });
@@ -126,7 +131,12 @@ async function main(): Promise<void> {
   if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
 
   const scenarios: Scenario[] = [
-    { name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, gzip (${Math.round(site.gzip.length / 1024)} KB sent)`, path: `/v1/data/${BIG}`, headers: { 'accept-encoding': 'gzip' }, target: 0.5 },
+    {
+      name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, gzip (${Math.round(site.gzip.length / 1024)} KB sent)`,
+      path: `/v1/data/${BIG}`,
+      headers: { 'accept-encoding': 'gzip' },
+      target: 0.5,
+    },
     { name: `GET /v1/files (${site.files.length} B)`, path: '/v1/files', headers: {}, target: 0.5 },
     { name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, identity`, path: `/v1/data/${BIG}`, headers: {} },
   ];
@@ -145,7 +155,10 @@ async function main(): Promise<void> {
     for (let r = 0; r < ROUNDS; r++) {
       const order = r % 2 === 0 ? these : [...these].reverse();
       for (const srv of order) {
-        await quiesce(these.flatMap((x) => x.pids()), { maxMs: 2000 });
+        await quiesce(
+          these.flatMap((x) => x.pids()),
+          { maxMs: 2000 },
+        );
         runs.get(srv.name)!.push(await load(srv, s, sys.key, DURATION));
       }
     }
@@ -180,9 +193,17 @@ async function main(): Promise<void> {
     '- three more reader processes on the same data show where its time goes: every request through Fastify (`reader.hot_path: false`); without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
     "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads), handed to `writeHead` as one flat list as the hot path does: what the API's response headers alone cost a Node server. Measured in the two scenarios with a target.",
-    '- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader\'s `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader\'s own gzip bytes; `/v1/files` is the reader\'s answer saved as a file. It ignores the key.',
+    "- nginx: `worker_processes 1`, `daemon off`, access log on (to a file), `sendfile on`, `open_file_cache`, `keepalive_requests 10000` (as the reader's `maxRequestsPerSocket`), `gzip_static on` + `gzip_vary on` serving the reader's own gzip bytes; `/v1/files` is the reader's answer saved as a file. It ignores the key.",
     '',
-    table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, ['l', 'l', 'r', 'r', 'r', 'r', 'l']),
+    table(['scenario', 'server', 'req/s', 'vs nginx', 'p99 ms', 'server CPU µs per request (of which kernel)', 'target ≥ 0.5×'], rows, [
+      'l',
+      'l',
+      'r',
+      'r',
+      'r',
+      'r',
+      'l',
+    ]),
   ].join('\n');
   await publishReport('reader-nginx', out, WRITE_DOC);
 }
@@ -237,7 +258,10 @@ http {
   });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${base}/v1/files`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/v1/files`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (i > 100) throw new Error('nginx did not start');
     await sleep(50);

@@ -36,7 +36,12 @@ import { fmtInt } from './lib/stats.js';
 const args = benchArgs("Where a reader's CPU goes per request: a V8 (or perf) profile of one reader under load.", {
   duration: { type: 'number', default: 8, quick: 2, description: 'seconds of profiled load' },
   connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
-  path: { type: 'string', default: 'gzip', choices: ['gzip', 'files', 'identity'], description: 'what is requested: the 200 KB file gzipped, /v1/files, or the file uncompressed' },
+  path: {
+    type: 'string',
+    default: 'gzip',
+    choices: ['gzip', 'files', 'identity'],
+    description: 'what is requested: the 200 KB file gzipped, /v1/files, or the file uncompressed',
+  },
   top: { type: 'number', default: 30, description: 'rows of the function / symbol tables' },
   'request-log': { type: 'string', default: 'all', choices: ['all', 'errors', 'off'], description: 'reader.request_log of the profiled reader' },
   'no-rate': { type: 'boolean', description: 'the plan without a rate (no limit to count)' },
@@ -69,7 +74,13 @@ async function main(): Promise<void> {
   const profDir = join(sys.dataDir, 'cpu-profile');
   const config = await writeConfig(sys.dataDir, { reader: { request_log: REQUEST_LOG }, ...(NO_RATE ? { plans: { pro: { allow: ['*'] } } } : {}) });
   const nodeArgs = perf ? ['--perf-basic-prof'] : ['--cpu-prof', '--cpu-prof-dir', profDir];
-  const reader = new OddsfilesProcess({ ...sys.env, PORT: String(port), ODDSFILES_CONFIG: config }, ['start', '--roles', 'reader'], join(sys.dataDir, 'reader.log'), ['reader'], nodeArgs);
+  const reader = new OddsfilesProcess(
+    { ...sys.env, PORT: String(port), ODDSFILES_CONFIG: config },
+    ['start', '--roles', 'reader'],
+    join(sys.dataDir, 'reader.log'),
+    ['reader'],
+    nodeArgs,
+  );
   onCleanup(() => reader.stop());
   const base = `http://127.0.0.1:${port}`;
   await waitHealthy(base, 'the profiled reader');
@@ -89,11 +100,17 @@ async function main(): Promise<void> {
     log(`the bare node:http server holds the reader's bytes and headers; loading it (${loadTool})`);
   } else log(`the reader holds the file; loading it (${loadTool})`);
   const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
-  const load = { url: `${profiled.base}${target}`, headers: { 'x-api-key': sys.key, ...(PATH === 'gzip' ? { 'accept-encoding': 'gzip' } : {}) }, connections: CONNECTIONS };
+  const load = {
+    url: `${profiled.base}${target}`,
+    headers: { 'x-api-key': sys.key, ...(PATH === 'gzip' ? { 'accept-encoding': 'gzip' } : {}) },
+    connections: CONNECTIONS,
+  };
   await runLoad({ ...load, seconds: args.quick ? 1 : 2 }); // so the profile is of compiled code, not of the JIT's first minutes
   const perfData = join(sys.dataDir, 'perf.data');
   // perf samples the process for the run's length; it starts a moment before the load and stops with it.
-  const recorder = perf ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(profiled.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' }) : undefined;
+  const recorder = perf
+    ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(profiled.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' })
+    : undefined;
   const recorded = recorder ? new Promise<void>((r) => recorder.once('exit', () => r())) : Promise.resolve();
   const cpu0 = cpuSplitMs(profiled.pid);
   const { rps, requests } = await runLoad({ ...load, seconds: DURATION });
@@ -106,17 +123,32 @@ async function main(): Promise<void> {
   const setup = BARE ? "bare node:http with the reader's bytes and headers" : `request_log: ${REQUEST_LOG}${NO_RATE ? ', plan without rate' : ''}`;
   const who = BARE ? 'the bare server' : 'the reader';
   if (perf) {
-    process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`);
-    process.stdout.write(`CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`);
-    const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], { encoding: 'utf8', maxBuffer: 64 << 20 });
-    const lines = report.stdout.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).slice(0, TOP);
+    process.stdout.write(
+      `\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`,
+    );
+    process.stdout.write(
+      `CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`,
+    );
+    const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], {
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
+    const lines = report.stdout
+      .split('\n')
+      .filter((l) => /^\s+[\d.]+%/.test(l))
+      .slice(0, TOP);
     const total = userUs + sysUs;
     const rows = lines.map((l) => {
       const m = /^\s+([\d.]+)%\s+\[([.k])\]\s+(.*)$/.exec(l);
       if (!m) return [l.trim(), '', ''];
       return [`${m[2] === 'k' ? '[kernel] ' : ''}${m[3]!.trim().slice(0, 110)}`, `${m[1]} %`, ((Number(m[1]) / 100) * total).toFixed(2)];
     });
-    process.stdout.write(table(['component (perf, innermost frame that names one)', 'share', 'µs / request'], perfComponents(perf, perfData).map(([k, share]) => [k, `${(share * 100).toFixed(1)} %`, (share * total).toFixed(2)])));
+    process.stdout.write(
+      table(
+        ['component (perf, innermost frame that names one)', 'share', 'µs / request'],
+        perfComponents(perf, perfData).map(([k, share]) => [k, `${(share * 100).toFixed(1)} %`, (share * total).toFixed(2)]),
+      ),
+    );
     process.stdout.write('\n\n');
     process.stdout.write(table(['symbol (perf, self)', 'self', 'µs / request'], rows));
     process.stdout.write('\n');
@@ -129,7 +161,9 @@ async function main(): Promise<void> {
   // Busy time over the whole profile (start and warm-up included) spread over the measured requests: an upper estimate.
   const perRequest = (ms: number) => ((ms * 1000) / (requests || 1)).toFixed(1);
   const rows = (list: [string, number][]) => list.map(([k, ms]) => [k, `${((ms / busyMs) * 100).toFixed(1)} %`, perRequest(ms)]);
-  process.stdout.write(`\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections; ${(busyMs / 1000).toFixed(2)} s of CPU in the profile, ~${perRequest(busyMs)} µs per request\n\n`);
+  process.stdout.write(
+    `\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections; ${(busyMs / 1000).toFixed(2)} s of CPU in the profile, ~${perRequest(busyMs)} µs per request\n\n`,
+  );
   // The kernel's share from /proc, measured over the load alone: the V8 profile cannot tell it
   // apart (a sample taken in a system call is charged to the native function that made it, and
   // samples are delivered late, at the call's return, so that function is over-counted).

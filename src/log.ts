@@ -95,7 +95,14 @@ function asyncLogger(base: PinoOptions): Logger {
   // appends lines to one string and takes that string's UTF-8 byte length on every write, so each
   // line cost a scan of everything still pending: ~1 µs of a busy reader's request line
   // (docs/BENCHMARKS.md, reader section).
-  const dest = pino.destination({ dest: 1, sync: false, minLength: ASYNC_MIN_LENGTH, periodicFlush: ASYNC_FLUSH_EVERY_MS, contentMode: 'buffer', maxWrite: ASYNC_MAX_WRITE });
+  const dest = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: ASYNC_MIN_LENGTH,
+    periodicFlush: ASYNC_FLUSH_EVERY_MS,
+    contentMode: 'buffer',
+    maxWrite: ASYNC_MAX_WRITE,
+  });
   // A line that must not wait: write the buffer now, or, when a write is under way (flush does
   // nothing then), as soon as it is done.
   let wanted = false;

@@ -54,7 +54,10 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     const deadline = setTimeout(() => {
       const stuck = [...redisConnections].filter((c) => c.status !== 'ready' && c.status !== 'end');
       if (stuck.length > 0) {
-        log.warn({ connections: stuck.length }, 'stopping: Redis does not answer; dropping its connections (drops not queued stay in the inbox, claims in .processing)');
+        log.warn(
+          { connections: stuck.length },
+          'stopping: Redis does not answer; dropping its connections (drops not queued stay in the inbox, claims in .processing)',
+        );
         for (const c of stuck) c.disconnect();
       }
       late!();
@@ -134,7 +137,19 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       const { startReader } = await import('./reader/index.js');
       // With the worker in this process the reader is handed what it publishes: nothing to carry.
       const carried = !roles.includes('worker');
-      const reader = await startReader({ config, redis: client, subscriber: connect('subscriber', 'reader-sub'), store, catalog, log, registry, metrics, queue: queue ?? openQueue, enforceLimits: true, carried });
+      const reader = await startReader({
+        config,
+        redis: client,
+        subscriber: connect('subscriber', 'reader-sub'),
+        store,
+        catalog,
+        log,
+        registry,
+        metrics,
+        queue: queue ?? openQueue,
+        enforceLimits: true,
+        carried,
+      });
       readerUrl = reader.url;
       offerToReader = reader.offer;
       closers.push(() => reader.close());
@@ -142,7 +157,20 @@ export async function startService(config: Config, roles: readonly Role[], log: 
 
     if (roles.includes('worker') && queue) {
       const { startWorkerRole } = await import('./ingest/worker-role.js');
-      const stop = await startWorkerRole({ config, redisUrl: redisInfo.url, client, keys, queue, store, catalog, registry, metrics, log, onPublished: offerToReader, onConnection: (c) => redisConnections.add(c) });
+      const stop = await startWorkerRole({
+        config,
+        redisUrl: redisInfo.url,
+        client,
+        keys,
+        queue,
+        store,
+        catalog,
+        registry,
+        metrics,
+        log,
+        onPublished: offerToReader,
+        onConnection: (c) => redisConnections.add(c),
+      });
       closers.push(stop);
     }
 

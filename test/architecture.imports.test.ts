@@ -62,10 +62,25 @@ const src = (p: string) => join(ROOT, p);
 
 /** Loaded only by the roles and commands that need them. */
 const ROLE_PACKAGES = ['bullmq', '@bull-board/api', '@bull-board/fastify', 'chokidar', 'cli-progress'];
-const ROLE_MODULES = ['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts', 'src/ingest/watcher.ts', 'src/ingest/publish.ts', 'src/ingest/worker-role.ts'];
+const ROLE_MODULES = [
+  'src/feeds/validate.ts',
+  'src/ingest/queue.ts',
+  'src/ingest/worker.ts',
+  'src/ingest/watcher.ts',
+  'src/ingest/publish.ts',
+  'src/ingest/worker-role.ts',
+];
 
 describe('the static import graph', () => {
-  const entries = ['workers/oddsfiles.ts', 'workers/reader.ts', 'workers/watcher.ts', 'workers/worker.ts', 'src/reader/index.ts', 'src/ingest/worker-role.ts', 'src/ingest/watcher.ts'].map(src);
+  const entries = [
+    'workers/oddsfiles.ts',
+    'workers/reader.ts',
+    'workers/watcher.ts',
+    'workers/worker.ts',
+    'src/reader/index.ts',
+    'src/ingest/worker-role.ts',
+    'src/ingest/watcher.ts',
+  ].map(src);
   reach(entries);
 
   it('reaches the modules it should (the parser sees the imports)', () => {

@@ -160,13 +160,20 @@ describe('publish and rejected retry check the inbox the workers watch', () => {
       const source = join(t.root, `source-${i}`);
       await writeFile(source, `doc ${i}`);
       const claimId = newClaimId();
-      await writeRejection(t.rejectedDir, { id: rejectionId(new Date(), claimId), filename: name, reason: 'schema', detail: 'events: must be array', received_at: new Date().toISOString() }, source);
+      await writeRejection(
+        t.rejectedDir,
+        { id: rejectionId(new Date(), claimId), filename: name, reason: 'schema', detail: 'events: must be array', received_at: new Date().toISOString() },
+        source,
+      );
     }
     const before = await listRejections(t.rejectedDir);
     expect(before).toHaveLength(2);
     await t.startWorker(t.workerInbox);
 
-    for (const args of [['rejected', 'retry', '--all'], ['rejected', 'retry', before[0]!.id]]) {
+    for (const args of [
+      ['rejected', 'retry', '--all'],
+      ['rejected', 'retry', before[0]!.id],
+    ]) {
       const res = await t.cli(args);
       expect(res.code, args.join(' ')).toBe(1);
       expect(res.stdout).toBe('');

@@ -185,7 +185,10 @@ describe('docker-compose.yml: the production shape', () => {
   });
 
   it('shares one inbox volume (and one rejected volume) between the watcher and the workers; readers mount neither', () => {
-    const mountAt = (s: string, path: string) => svc(s).volumes?.find((v) => v.split(':')[1] === path)?.split(':')[0];
+    const mountAt = (s: string, path: string) =>
+      svc(s)
+        .volumes?.find((v) => v.split(':')[1] === path)
+        ?.split(':')[0];
     const { INBOX_DIR, REJECTED_DIR } = env('watcher');
     const inbox = mountAt('watcher', INBOX_DIR!);
     const rejected = mountAt('watcher', REJECTED_DIR!);
@@ -252,20 +255,30 @@ describe('Dockerfile and .dockerignore', () => {
 
   it('runs Node with the memory settings the memory bench measured (two malloc arenas, a 4 MB young generation)', () => {
     const envBlock = /^ENV ((?:.*\\\n)*.*)$/m.exec(runtime)?.[1] ?? '';
-    const vars = Object.fromEntries(envBlock.split(/\\\n|\s+/).map((x) => x.trim()).filter((x) => x.includes('=')).map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]));
+    const vars = Object.fromEntries(
+      envBlock
+        .split(/\\\n|\s+/)
+        .map((x) => x.trim())
+        .filter((x) => x.includes('='))
+        .map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]),
+    );
     expect(vars.MALLOC_ARENA_MAX).toBe('2');
     expect(vars.NODE_OPTIONS).toBe('--max-semi-space-size=4');
   });
 
   it('keeps dependencies, build output, local data and secrets out of the build context', () => {
-    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const p of ['node_modules', 'dist', 'var', '.git', '.env', 'oddsfiles.yaml']) expect(ignored, p).toContain(p);
   });
 });
 
 describe('docs/production.md: the IAM policies cover what the S3 store calls', () => {
   const doc = readFileSync(join(ROOT, 'docs/production.md'), 'utf8');
-  const policies = [...doc.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!) as { Statement: { Action: string | string[]; Resource: string }[] });
+  const policies = [...doc.matchAll(/```json\n([\s\S]*?)```/g)].map(
+    (m) => JSON.parse(m[1]!) as { Statement: { Action: string | string[]; Resource: string }[] },
+  );
   const actionsOf = (p: (typeof policies)[number]) => new Set(p.Statement.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])));
   /** The IAM action that authorizes each S3 API call (HeadBucket is authorized as s3:ListBucket). */
   const PERMISSION: Record<string, string> = {

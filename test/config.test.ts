@@ -118,15 +118,12 @@ describe('environment variables', () => {
     expect(load({ STORE_URL: 's3://odds-bucket' }).storeUrl).toBe('s3://odds-bucket');
   });
 
-  it.each([['s3://Odds_Bucket/x'], ['http://example.com/store'], ['store'], ['file://relative/dir']])(
-    'STORE_URL=%s is refused, naming STORE_URL',
-    (url) => {
-      const err = configError({ STORE_URL: url });
-      expect(err.file).toBeUndefined();
-      expect(err.path).toBe('STORE_URL');
-      expect(err.message).toMatch(/^environment: STORE_URL: /);
-    },
-  );
+  it.each([['s3://Odds_Bucket/x'], ['http://example.com/store'], ['store'], ['file://relative/dir']])('STORE_URL=%s is refused, naming STORE_URL', (url) => {
+    const err = configError({ STORE_URL: url });
+    expect(err.file).toBeUndefined();
+    expect(err.path).toBe('STORE_URL');
+    expect(err.message).toMatch(/^environment: STORE_URL: /);
+  });
 
   it('S3 settings', () => {
     const c = load({ S3_ENDPOINT: 'http://127.0.0.1:4569', S3_FORCE_PATH_STYLE: 'true', AWS_REGION: 'eu-west-1' });
@@ -358,15 +355,37 @@ describe('a bad config file names the file, the path inside it and the problem',
     ['top level is not a mapping', ['- soccer', '- tennis'], '', /mapping/],
     [
       'duplicate bookmaker key',
-      ['bookmakers:', '  - { key: northwind, name: A, feeds: split }', '  - { key: bluewater, name: B, feeds: split }', '  - { key: northwind, name: C, feeds: livepre }'],
+      [
+        'bookmakers:',
+        '  - { key: northwind, name: A, feeds: split }',
+        '  - { key: bluewater, name: B, feeds: split }',
+        '  - { key: northwind, name: C, feeds: livepre }',
+      ],
       'bookmakers[2].key',
       /duplicate bookmaker key "northwind"/,
     ],
-    ['unknown plan in a marketplace map', market(['secret: "0123456789"'], '{ BASIC: free, ULTRA: platinum }'), 'marketplaces[0].plans.ULTRA', /no plan named "platinum"/],
+    [
+      'unknown plan in a marketplace map',
+      market(['secret: "0123456789"'], '{ BASIC: free, ULTRA: platinum }'),
+      'marketplaces[0].plans.ULTRA',
+      /no plan named "platinum"/,
+    ],
     ['missing secret env', market(['secret_env: RAPIDAPI_PROXY_SECRET']), 'marketplaces[0].secret_env', /RAPIDAPI_PROXY_SECRET is not set/],
-    ['empty secret env', market(['secret_env: RAPIDAPI_PROXY_SECRET']), 'marketplaces[0].secret_env', /RAPIDAPI_PROXY_SECRET is not set/, { RAPIDAPI_PROXY_SECRET: '' }],
+    [
+      'empty secret env',
+      market(['secret_env: RAPIDAPI_PROXY_SECRET']),
+      'marketplaces[0].secret_env',
+      /RAPIDAPI_PROXY_SECRET is not set/,
+      { RAPIDAPI_PROXY_SECRET: '' },
+    ],
     ['neither secret nor secret_env', market([]), 'marketplaces[0]', /secret or secret_env/],
-    ['both secret and secret_env', market(['secret: "0123456789"', 'secret_env: RAPIDAPI_PROXY_SECRET']), 'marketplaces[0]', /not both/, { RAPIDAPI_PROXY_SECRET: 'x' }],
+    [
+      'both secret and secret_env',
+      market(['secret: "0123456789"', 'secret_env: RAPIDAPI_PROXY_SECRET']),
+      'marketplaces[0]',
+      /not both/,
+      { RAPIDAPI_PROXY_SECRET: 'x' },
+    ],
   ];
 
   it.each(cases)('%s', async (_label, lines, path, problem, env = {}) => {
@@ -425,11 +444,7 @@ describe('the returned config', () => {
 
   it('is deeply frozen', async () => {
     await yaml(
-      [
-        'marketplaces:',
-        '  - { name: m, secret_header: X-S, secret: "0123456789", user_header: X-U, plan_header: X-P, plans: { A: free } }',
-        '',
-      ].join('\n'),
+      ['marketplaces:', '  - { name: m, secret_header: X-S, secret: "0123456789", user_header: X-U, plan_header: X-P, plans: { A: free } }', ''].join('\n'),
     );
     const c: Config = load({ TLS_CERT_FILE: 'c.pem', TLS_KEY_FILE: 'k.pem' });
     expect(unfrozen(c, '', [])).toEqual([]);

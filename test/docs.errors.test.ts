@@ -18,9 +18,7 @@ const problems = (Object.keys(HTTP_PROBLEMS) as HttpProblemCode[]).map((code) =>
 });
 
 /** Table rows of the page that document a type: | `type` | status | title | when | */
-const rows = new Map(
-  [...page.matchAll(/^\| `([^`]+)` \| (\d{3}) \| ([^|]+) \|/gm)].map((m) => [m[1]!, { status: Number(m[2]), title: m[3]!.trim() }]),
-);
+const rows = new Map([...page.matchAll(/^\| `([^`]+)` \| (\d{3}) \| ([^|]+) \|/gm)].map((m) => [m[1]!, { status: Number(m[2]), title: m[3]!.trim() }]));
 
 describe('docs/errors.md', () => {
   it('the source has problem types to check', () => {

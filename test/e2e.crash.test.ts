@@ -46,10 +46,14 @@ describe('crash: SIGKILL while drops stream in', () => {
     const second = await startOddsfiles(env);
     running.push(second);
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 60_000, 'every drop settled');
-    const catalog = await waitFor(async () => {
-      const cat = await readCatalog(prefix);
-      return [...newest].every(([f, at]) => cat.get(f)?.generatedAtMs === at) ? cat : undefined;
-    }, 30_000, 'the newest version of every feed published');
+    const catalog = await waitFor(
+      async () => {
+        const cat = await readCatalog(prefix);
+        return [...newest].every(([f, at]) => cat.get(f)?.generatedAtMs === at) ? cat : undefined;
+      },
+      30_000,
+      'the newest version of every feed published',
+    );
     expect(catalog.size).toBe(38);
     expect(await readdir(join(dataDir, 'rejected')).catch(() => [])).toEqual([]);
     expect(await assertObjectsWhole(join(dataDir, 'store'))).toBeGreaterThanOrEqual(38);

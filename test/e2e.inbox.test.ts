@@ -72,7 +72,17 @@ describe('the inbox the workers watch (oddsfiles start, publish, rejected retry)
     const rejectedDir = join(otherDir, 'rejected');
     const source = join(otherDir, 'kept');
     await writeFile(source, '{}');
-    await writeRejection(rejectedDir, { id: rejectionId(new Date(), newClaimId()), filename: 'site_live_bluewater_soccer.json', reason: 'schema', detail: 'events: required', received_at: new Date().toISOString() }, source);
+    await writeRejection(
+      rejectedDir,
+      {
+        id: rejectionId(new Date(), newClaimId()),
+        filename: 'site_live_bluewater_soccer.json',
+        reason: 'schema',
+        detail: 'events: required',
+        received_at: new Date().toISOString(),
+      },
+      source,
+    );
     const before = await listRejections(rejectedDir);
     const res = await runCli(otherEnv, ['rejected', 'retry', '--all']);
     expect(res.code).toBe(1);

@@ -63,10 +63,14 @@ describe('ingest end to end (oddsfiles start)', () => {
     const before = Date.now();
     await Promise.all(edge.map((c) => drop(inbox, c.filename, c.bytes)));
     await settled();
-    const catalog = await waitFor(async () => {
-      const cat = await readCatalog(prefix);
-      return edge.every((c) => cat.get(c.filename)?.sha256 !== sha256(group('valid').find((v) => v.filename === c.filename)!.bytes)) ? cat : undefined;
-    }, 30_000, 'edge cases published');
+    const catalog = await waitFor(
+      async () => {
+        const cat = await readCatalog(prefix);
+        return edge.every((c) => cat.get(c.filename)?.sha256 !== sha256(group('valid').find((v) => v.filename === c.filename)!.bytes)) ? cat : undefined;
+      },
+      30_000,
+      'edge cases published',
+    );
     for (const c of edge) {
       const entry = catalog.get(c.filename)!;
       const stored = await readFile(join(storeDir, entry.object));
@@ -92,11 +96,19 @@ describe('ingest end to end (oddsfiles start)', () => {
     const catalogBefore = await readCatalog(prefix);
     await Promise.all(invalid.map((c) => drop(inbox, c.filename, c.bytes)));
     const rejectedDir = join(dataDir, 'rejected');
-    const reasons = await waitFor(async () => {
-      const ids = await readdir(rejectedDir).catch(() => [] as string[]);
-      const records = await Promise.all(ids.filter((i) => !i.startsWith('.')).map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>));
-      return records.length === invalid.length ? records : undefined;
-    }, 30_000, 'every invalid drop rejected');
+    const reasons = await waitFor(
+      async () => {
+        const ids = await readdir(rejectedDir).catch(() => [] as string[]);
+        const records = await Promise.all(
+          ids
+            .filter((i) => !i.startsWith('.'))
+            .map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>),
+        );
+        return records.length === invalid.length ? records : undefined;
+      },
+      30_000,
+      'every invalid drop rejected',
+    );
     await settled();
     for (const c of invalid) {
       const r = reasons.find((x) => x.filename === c.filename)!;
@@ -134,7 +146,12 @@ describe('ingest end to end (oddsfiles start)', () => {
     const res = await runCli(env, ['status', '--json']);
     // The corpus is from 2026-11-21: every feed is stale against 30 s / 15 min thresholds.
     expect(res.code).toBe(1);
-    const status = JSON.parse(res.stdout) as { feeds: { filename: string; stale: boolean; generatedAt: string }[]; queue: Record<string, number>; rejections: unknown[]; missing: string[] };
+    const status = JSON.parse(res.stdout) as {
+      feeds: { filename: string; stale: boolean; generatedAt: string }[];
+      queue: Record<string, number>;
+      rejections: unknown[];
+      missing: string[];
+    };
     expect(status.feeds).toHaveLength(38);
     expect(status.missing).toEqual([]);
     expect(status.queue.waiting).toBe(0);
@@ -154,10 +171,14 @@ describe('ingest end to end (oddsfiles start)', () => {
     const res = await runCli(env, ['rejected', 'retry', target.id]);
     expect(res.code).toBe(0);
     let after: Listed[] = [];
-    await waitFor(async () => {
-      after = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as Listed[];
-      return after.length === list.length && !after.some((r) => r.id === target.id);
-    }, 20_000, 'the retried drop rejected again under a new id');
+    await waitFor(
+      async () => {
+        after = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as Listed[];
+        return after.length === list.length && !after.some((r) => r.id === target.id);
+      },
+      20_000,
+      'the retried drop rejected again under a new id',
+    );
     // It keeps the time it was first received (operations.md: a retried drop shows as one large lag).
     const again = after.find((r) => !list.some((l) => l.id === r.id))!;
     expect(again.filename).toBe(target.filename);
@@ -181,7 +202,9 @@ describe('ingest end to end (oddsfiles start)', () => {
     expect(rej.stdout).toBe(`${bad}\trejected\tunknown_filename: "odds.json" is not a feed filename of the registry\n`);
     const json = await runCli(env, ['publish', '--json', bad]);
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.stdout)).toEqual([{ file: bad, outcome: 'rejected', reason: 'unknown_filename', detail: '"odds.json" is not a feed filename of the registry' }]);
+    expect(JSON.parse(json.stdout)).toEqual([
+      { file: bad, outcome: 'rejected', reason: 'unknown_filename', detail: '"odds.json" is not a feed filename of the registry' },
+    ]);
   });
 
   it('stops on SIGTERM with exit code 0', async () => {

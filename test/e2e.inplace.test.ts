@@ -54,10 +54,14 @@ describe('drops written in place', () => {
     await sleep(150);
     await fh.write('{"event_id":"x"}');
     await fh.close();
-    const rejected = await waitFor(async () => {
-      const ids = (await readdir(join(dataDir, 'rejected')).catch(() => [] as string[])).filter((i) => !i.startsWith('.'));
-      return ids.length > 0 ? ids : undefined;
-    }, 20_000, 'the rejection');
+    const rejected = await waitFor(
+      async () => {
+        const ids = (await readdir(join(dataDir, 'rejected')).catch(() => [] as string[])).filter((i) => !i.startsWith('.'));
+        return ids.length > 0 ? ids : undefined;
+      },
+      20_000,
+      'the rejection',
+    );
     expect(rejected).toHaveLength(1);
     // Not before the last write plus the settle time.
     expect(Date.now() - started).toBeGreaterThanOrEqual(150 + 1000);

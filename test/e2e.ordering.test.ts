@@ -60,7 +60,10 @@ describe('ordering: newest generated_at wins', () => {
     const base = Date.parse('2026-11-20T10:00:00Z');
     const dir = await makeDataDir('e2e-order-files');
     const files: string[] = [];
-    for (const [n, i] of shuffled(Array.from({ length: 40 }, (_, k) => k), 7).entries()) {
+    for (const [n, i] of shuffled(
+      Array.from({ length: 40 }, (_, k) => k),
+      7,
+    ).entries()) {
       await mkdir(join(dir, String(n)));
       const file = join(dir, String(n), name);
       await writeFile(file, tinyDoc('redstone', 'soccer', new Date(base + i * 1000).toISOString(), { version: i }));
@@ -83,7 +86,10 @@ describe('ordering: newest generated_at wins', () => {
   it('publishes the newest when it is dropped last after older ones', async () => {
     const name = 'site_pregame_redstone_soccer.json';
     const base = Date.parse('2026-11-20T12:00:00Z');
-    const order = shuffled(Array.from({ length: 39 }, (_, i) => i), 3);
+    const order = shuffled(
+      Array.from({ length: 39 }, (_, i) => i),
+      3,
+    );
     for (const i of order) await drop(inbox, name, tinyDoc('redstone', 'soccer', new Date(base + i * 1000).toISOString()));
     await drop(inbox, name, tinyDoc('redstone', 'soccer', new Date(base + 39_000).toISOString()));
     await waitFor(async () => (await readCatalog(prefix)).get(name)?.generatedAtMs === base + 39_000, 30_000, 'the newest published');

@@ -15,7 +15,13 @@ import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOdds
 
 const valid = generateCorpus().filter((c) => c.group === 'valid');
 const names = valid.map((c) => c.filename).sort();
-const globToRegex = (p: string) => new RegExp(`^${p.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+const globToRegex = (p: string) =>
+  new RegExp(
+    `^${p
+      .split('*')
+      .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}$`,
+  );
 const allowedBy = (patterns: string[]) => names.filter((n) => patterns.some((p) => globToRegex(p).test(n)));
 
 describe('reader end to end', () => {
@@ -52,10 +58,14 @@ describe('reader end to end', () => {
     await make('two-patterns', ['--allow', 'site_*_hillview_*', '--allow', 'site_live_silverline.json'], ['site_*_hillview_*', 'site_live_silverline.json']);
     await Promise.all(valid.map((c) => drop(join(dataDir, 'inbox'), c.filename, c.bytes)));
     await waitFor(async () => (await pendingDrops(join(dataDir, 'inbox'))).length === 0, 30_000, 'an empty inbox');
-    await waitFor(async () => {
-      const r = await get(svc.url!, '/v1/files', keys['by-plan-pro']!.key);
-      return r.status === 200 && ((await r.json()) as { files: string[] }).files.length === 38;
-    }, 20_000, 'the reader to list 38 files');
+    await waitFor(
+      async () => {
+        const r = await get(svc.url!, '/v1/files', keys['by-plan-pro']!.key);
+        return r.status === 200 && ((await r.json()) as { files: string[] }).files.length === 38;
+      },
+      20_000,
+      'the reader to list 38 files',
+    );
     second = await startOddsfiles(env, ['start', '--roles', 'reader']);
   }, 90_000);
 
@@ -108,15 +118,23 @@ describe('reader end to end', () => {
       });
     };
     // Variants are made once per version, off the request path: ask until they are there.
-    const gz = await waitFor(async () => {
-      const r = await raw('gzip');
-      return r.headers['content-encoding'] === 'gzip' ? r : undefined;
-    }, 10_000, 'the gzip variant');
+    const gz = await waitFor(
+      async () => {
+        const r = await raw('gzip');
+        return r.headers['content-encoding'] === 'gzip' ? r : undefined;
+      },
+      10_000,
+      'the gzip variant',
+    );
     expect(gunzipSync(gz.body).equals(c.bytes)).toBe(true);
-    const br = await waitFor(async () => {
-      const r = await raw('br');
-      return r.headers['content-encoding'] === 'br' ? r : undefined;
-    }, 10_000, 'the br variant');
+    const br = await waitFor(
+      async () => {
+        const r = await raw('br');
+        return r.headers['content-encoding'] === 'br' ? r : undefined;
+      },
+      10_000,
+      'the br variant',
+    );
     expect(brotliDecompressSync(br.body).equals(c.bytes)).toBe(true);
     expect(gz.headers.etag).not.toBe(br.headers.etag);
     const plain = await get(svc.url!, `/v1/data/${c.filename}`, key);
@@ -206,18 +224,26 @@ describe('reader end to end', () => {
       async () => {
         const bytes = docFor(feed, (at += 1000), 4000);
         await drop(join(env.DATA_DIR!, 'inbox'), feed.filename, bytes);
-        const line = await waitFor(() => svc.logs.find((l) => l.filename === feed.filename && l.generatedAt === new Date(at).toISOString()), 10_000, 'the drop settled');
+        const line = await waitFor(
+          () => svc.logs.find((l) => l.filename === feed.filename && l.generatedAt === new Date(at).toISOString()),
+          10_000,
+          'the drop settled',
+        );
         return line.carriedTo === 1 ? bytes : undefined;
       },
       25_000,
       'a version carried to the reader-only process',
       500,
     );
-    const res = await waitFor(async () => {
-      const r = await get(second.url!, `/v1/data/${feed.filename}`, key);
-      const body = Buffer.from(await r.arrayBuffer());
-      return body.equals(carried) ? r : undefined;
-    }, 5000, 'the reader-only process to serve the carried version');
+    const res = await waitFor(
+      async () => {
+        const r = await get(second.url!, `/v1/data/${feed.filename}`, key);
+        const body = Buffer.from(await r.arrayBuffer());
+        return body.equals(carried) ? r : undefined;
+      },
+      5000,
+      'the reader-only process to serve the carried version',
+    );
     expect(res.status).toBe(200);
     // The process with the worker hands its own reader the bytes: it takes nothing carried.
     expect(svc.logs.some((l) => typeof l.carriedTo === 'number' && (l.carriedTo as number) > 1)).toBe(false);

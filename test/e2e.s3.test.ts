@@ -72,8 +72,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     return { status: res.status, body };
   };
   const settled = () => waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox', 100);
-  const manifest = async () =>
-    JSON.parse((await bucket.get(`${base}manifest.json`)).toString('utf8')) as { seq: number; files: Record<string, CatalogEntry> };
+  const manifest = async () => JSON.parse((await bucket.get(`${base}manifest.json`)).toString('utf8')) as { seq: number; files: Record<string, CatalogEntry> };
   /**
    * The manifest once it has caught up with the catalog. An empty inbox does not quite promise it
    * with two workers: each removes its claims after its own manifest write, and the other may then
@@ -83,10 +82,15 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
    */
   const currentManifest = async () => {
     const seq = await catalogSeq(prefix);
-    return waitFor(async () => {
-      const m = await manifest();
-      return m.seq >= seq ? m : undefined;
-    }, 5_000, `the manifest to reach the catalog's seq ${seq}`, 50);
+    return waitFor(
+      async () => {
+        const m = await manifest();
+        return m.seq >= seq ? m : undefined;
+      },
+      5_000,
+      `the manifest to reach the catalog's seq ${seq}`,
+      50,
+    );
   };
 
   beforeAll(async () => {
@@ -175,14 +179,22 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
 
     // Both workers took part (horizontal scaling over one queue), and every drop was settled once.
     const published = cluster!.workers.map((w) => w.logs.filter((l) => l.msg === 'drop published').length);
-    expect(published.every((n) => n > 0), `published per worker: ${published.join(', ')}`).toBe(true);
+    expect(
+      published.every((n) => n > 0),
+      `published per worker: ${published.join(', ')}`,
+    ).toBe(true);
     expect(published.reduce((a, b) => a + b, 0)).toBe(38);
 
     for (const url of readers()) {
-      await waitFor(async () => {
-        const res = await get(url, '/v1/files');
-        return res.status === 200 && ((await res.json()) as { files: string[] }).files.length === 38;
-      }, 10_000, `${url} to list 38 files`, 100);
+      await waitFor(
+        async () => {
+          const res = await get(url, '/v1/files');
+          return res.status === 200 && ((await res.json()) as { files: string[] }).files.length === 38;
+        },
+        10_000,
+        `${url} to list 38 files`,
+        100,
+      );
       const list = (await (await get(url, '/v1/files')).json()) as { files: string[] };
       expect(list.files).toEqual(valid.map((c) => c.filename).sort());
       for (const c of valid) {
@@ -199,10 +211,15 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     const before = Date.now();
     await Promise.all(edge.map((c) => drop(inbox, c.filename, c.bytes)));
     await settled();
-    const catalog = await waitFor(async () => {
-      const cat = await readCatalog(prefix);
-      return edge.every((c) => cat.get(c.filename)?.sha256 !== sha256(validBytes.get(c.filename)!)) ? cat : undefined;
-    }, 20_000, 'edge cases published', 100);
+    const catalog = await waitFor(
+      async () => {
+        const cat = await readCatalog(prefix);
+        return edge.every((c) => cat.get(c.filename)?.sha256 !== sha256(validBytes.get(c.filename)!)) ? cat : undefined;
+      },
+      20_000,
+      'edge cases published',
+      100,
+    );
 
     const check = (c: FixtureCase, bytes: Buffer, where: string) => {
       if (c.name === 'utf8-bom') {
@@ -227,10 +244,15 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
       expect(sha256(stored)).toBe(entry.sha256);
       check(c, stored, `bucket ${c.name}`);
       for (const url of readers()) {
-        const served = await waitFor(async () => {
-          const { status, body } = await download(url, c.filename);
-          return status === 200 && sha256(body) === entry.sha256 ? body : undefined;
-        }, 10_000, `${url} to serve the ${c.name} version`, 100);
+        const served = await waitFor(
+          async () => {
+            const { status, body } = await download(url, c.filename);
+            return status === 200 && sha256(body) === entry.sha256 ? body : undefined;
+          },
+          10_000,
+          `${url} to serve the ${c.name} version`,
+          100,
+        );
         check(c, served, `${url} ${c.name}`);
       }
     }
@@ -243,13 +265,20 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     const catalogBefore = await readCatalog(prefix);
     const manifestBefore = await currentManifest();
     await Promise.all(invalid.map((c) => drop(inbox, c.filename, c.bytes)));
-    const reasons = await waitFor(async () => {
-      const ids = await readdir(rejectedDir).catch(() => [] as string[]);
-      const records = await Promise.all(
-        ids.filter((i) => !i.startsWith('.')).map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>),
-      );
-      return records.length === invalid.length ? records : undefined;
-    }, 30_000, 'every invalid drop rejected', 100);
+    const reasons = await waitFor(
+      async () => {
+        const ids = await readdir(rejectedDir).catch(() => [] as string[]);
+        const records = await Promise.all(
+          ids
+            .filter((i) => !i.startsWith('.'))
+            .map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>),
+        );
+        return records.length === invalid.length ? records : undefined;
+      },
+      30_000,
+      'every invalid drop rejected',
+      100,
+    );
     await settled();
     for (const c of invalid) {
       const r = reasons.find((x) => x.filename === c.filename)!;
@@ -291,18 +320,31 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     await settled();
     // 6 versions were published (the corpus one and these 5); the oldest are deleted from the
     // bucket (after the manifest that no longer names them is written, so give it a moment).
-    const kept = versions.slice(-KEEP_VERSIONS).map((b) => `${dir}${sha256(b)}.json`).sort();
-    const listed = await waitFor(async () => {
-      const keys = await bucket.list(dir);
-      return keys.length <= KEEP_VERSIONS ? keys : undefined;
-    }, 10_000, `at most ${KEEP_VERSIONS} objects under ${dir}`, 100).catch(async () => bucket.list(dir));
+    const kept = versions
+      .slice(-KEEP_VERSIONS)
+      .map((b) => `${dir}${sha256(b)}.json`)
+      .sort();
+    const listed = await waitFor(
+      async () => {
+        const keys = await bucket.list(dir);
+        return keys.length <= KEEP_VERSIONS ? keys : undefined;
+      },
+      10_000,
+      `at most ${KEEP_VERSIONS} objects under ${dir}`,
+      100,
+    ).catch(async () => bucket.list(dir));
     expect(listed).toEqual(kept);
     expect((await currentManifest()).files[feed.filename]!.sha256).toBe(sha256(versions.at(-1)!));
     for (const url of readers()) {
-      await waitFor(async () => {
-        const { status, body } = await download(url, feed.filename);
-        return status === 200 && body.equals(versions.at(-1)!);
-      }, 10_000, `${url} to serve the newest version`, 100);
+      await waitFor(
+        async () => {
+          const { status, body } = await download(url, feed.filename);
+          return status === 200 && body.equals(versions.at(-1)!);
+        },
+        10_000,
+        `${url} to serve the newest version`,
+        100,
+      );
     }
     // Every object in the bucket still hashes to its name: nothing partial was left behind.
     for (const k of await bucket.list(`${base}objects/`)) {
@@ -338,7 +380,9 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
       // .processing) and its job is retried with backoff.
       await waitFor(
         () => cluster!.workers.reduce((n, w) => n + w.logs.filter((l) => l.msg === 'drop will be retried').length, 0) > retriesBefore,
-        10_000, 'a retry to be scheduled', 100,
+        10_000,
+        'a retry to be scheduled',
+        100,
       );
       expect((await readCatalog(prefix)).get(feed.filename)!.sha256).toBe(before.get(feed.filename)!.sha256);
       expect((await pendingDrops(inbox)).some((p) => p.endsWith(feed.filename))).toBe(true);

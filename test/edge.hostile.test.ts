@@ -110,21 +110,45 @@ describe('hostile requests against a running reader', () => {
     ['OPTIONS', `OPTIONS /v1/files HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [405]],
     ['OPTIONS *', `OPTIONS * HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [404, 405]],
     ['DELETE', `DELETE /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\n${withKey()}Connection: close\r\n\r\n`, [405]],
-    ['PUT with a body', `PUT /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`, [405]],
-    ['POST, body too large', `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n${'a'.repeat(1000)}`, [405, 413]],
-    ['POST, Expect: 100-continue', `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`, [405, 413, 417]],
+    [
+      'PUT with a body',
+      `PUT /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      [405],
+    ],
+    [
+      'POST, body too large',
+      `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n${'a'.repeat(1000)}`,
+      [405, 413],
+    ],
+    [
+      'POST, Expect: 100-continue',
+      `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`,
+      [405, 413, 417],
+    ],
     ['POST to the OpenAPI document', `POST /v1/openapi.json HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [405]],
     ['CONNECT', 'CONNECT internal.example:443 HTTP/1.1\r\nHost: internal.example:443\r\n\r\n', [405]],
     ['unknown method', 'FOO /v1/files HTTP/1.1\r\nHost: localhost\r\n\r\n', [400, 405]],
     ['lower-case method', 'get /v1/files HTTP/1.1\r\nHost: localhost\r\n\r\n', [400]],
-    ['WebSocket upgrade', get('/v1/files', 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n'), [400, 404, 426]],
-    ['h2c upgrade', 'GET /v1/files HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n', [400, 404, 426]],
+    [
+      'WebSocket upgrade',
+      get('/v1/files', 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n'),
+      [400, 404, 426],
+    ],
+    [
+      'h2c upgrade',
+      'GET /v1/files HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+      [400, 404, 426],
+    ],
     ['HTTP/2 preface on HTTP/1', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', [400]],
     ['unknown HTTP version', 'GET /v1/files HTTP/9.9\r\nHost: localhost\r\n\r\n', [400]],
     ['no Host in HTTP/1.1', 'GET /v1/files HTTP/1.1\r\nConnection: close\r\n\r\n', [400]],
     ['two Host headers', 'GET /v1/files HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n', [400, 401]],
     ['obs-fold header', 'GET /v1/files HTTP/1.1\r\nHost: localhost\r\nX-A: b\r\n  c\r\nConnection: close\r\n\r\n', [400]],
-    ['Content-Length and Transfer-Encoding', 'POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', [400]],
+    [
+      'Content-Length and Transfer-Encoding',
+      'POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      [400],
+    ],
     ['bad Content-Length', 'POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n', [400]],
     ['absolute-form target', get(`http://internal.example/v1/data/${LIVE}`, withKey()), [400, 404]],
     ['key in the query instead of the header', get(`/v1/files?api_key=${key}`), [401]],
@@ -204,7 +228,15 @@ describe('edge limits in process', () => {
   async function app(edge: EdgeLimits, pressure: PressureLimits) {
     const subscriber = createRedis(TEST_REDIS_URL, 'subscriber', `${fx.prefix}-sub`);
     subscriber.on('error', () => undefined);
-    const state = await createReaderState({ config: fx.config, redis: fx.redis, subscriber, store: fx.store, catalog: createCatalog(fx.redis, fx.keys), log: fx.log, registry: fx.registry });
+    const state = await createReaderState({
+      config: fx.config,
+      redis: fx.redis,
+      subscriber,
+      store: fx.store,
+      catalog: createCatalog(fx.redis, fx.keys),
+      log: fx.log,
+      registry: fx.registry,
+    });
     const a = await buildReaderApp({ config: fx.config, redis: fx.redis, store: fx.store, log: fx.log, state, edge, pressure });
     return {
       app: a,

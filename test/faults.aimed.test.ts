@@ -80,14 +80,22 @@ describe('fault: SIGKILL aimed at each step of the publish (S3 store behind a ho
   const settled = async (sha: string) => {
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 40_000, 'an empty inbox and .processing');
     await waitFor(async () => (await readCatalogAt(TEST_REDIS_URL, prefix)).get(FEED.filename)?.sha256 === sha, 20_000, 'the drop committed');
-    await waitFor(async () => {
-      const res = await httpGet(`${url}/v1/data/${FEED.filename}`, { 'x-api-key': key }).catch(() => undefined);
-      return res?.status === 200 && sha256(res.body) === sha;
-    }, 20_000, 'the reader serving the drop');
-    await waitFor(async () => {
-      const m = await readManifest();
-      return m.files[FEED.filename]?.sha256 === sha && m.seq === (await catalogSeqAt(TEST_REDIS_URL, prefix));
-    }, 20_000, 'the manifest to name the drop and match the catalog');
+    await waitFor(
+      async () => {
+        const res = await httpGet(`${url}/v1/data/${FEED.filename}`, { 'x-api-key': key }).catch(() => undefined);
+        return res?.status === 200 && sha256(res.body) === sha;
+      },
+      20_000,
+      'the reader serving the drop',
+    );
+    await waitFor(
+      async () => {
+        const m = await readManifest();
+        return m.files[FEED.filename]?.sha256 === sha && m.seq === (await catalogSeqAt(TEST_REDIS_URL, prefix));
+      },
+      20_000,
+      'the manifest to name the drop and match the catalog',
+    );
   };
 
   beforeAll(async () => {
@@ -124,9 +132,15 @@ describe('fault: SIGKILL aimed at each step of the publish (S3 store behind a ho
     const findings: Record<string, unknown>[] = [];
     for (const aim of AIMS) {
       const previous = (await readCatalogAt(TEST_REDIS_URL, prefix)).get(FEED.filename)!;
-      const trapped = aim.spec.method === 'DELETE' ? proxy.arm({ ...aim.spec, path: new RegExp(`/objects/${FEED.filename.replace(/\./g, '\\.')}/${previous.sha256}\\.json`) }) : proxy.arm(aim.spec);
+      const trapped =
+        aim.spec.method === 'DELETE'
+          ? proxy.arm({ ...aim.spec, path: new RegExp(`/objects/${FEED.filename.replace(/\./g, '\\.')}/${previous.sha256}\\.json`) })
+          : proxy.arm(aim.spec);
       const v = await dropNext();
-      const held = await Promise.race([trapped, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${aim.name}: nothing reached the trap`)), 20_000))]);
+      const held = await Promise.race([
+        trapped,
+        new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${aim.name}: nothing reached the trap`)), 20_000)),
+      ]);
       await svc.kill();
       proxy.disarm();
       const committed = (await readCatalogAt(TEST_REDIS_URL, prefix)).get(FEED.filename)?.sha256 === v.sha256;
@@ -151,7 +165,9 @@ describe('fault: SIGKILL aimed at each step of the publish (S3 store behind a ho
       await settled(v.sha256);
     }
     const report = await poller.stop();
-    console.info(JSON.stringify({ test: 'faults.aimed', findings, poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size } }));
+    console.info(
+      JSON.stringify({ test: 'faults.aimed', findings, poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size } }),
+    );
     expect(report.violations).toEqual([]);
     expect(await rejectionsIn(join(dataDir, 'rejected'))).toEqual([]);
     // keep_versions 1: after the last publish only the current version of the file should remain;

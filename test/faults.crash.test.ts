@@ -70,7 +70,10 @@ describe('fault: SIGKILL of the whole service while drops stream in and a poller
       // Where did it land? Claims in flight, half-written store temp files, manifest behind.
       const claims = await readdir(join(inbox, '.processing')).catch(() => []);
       const tmp = await readdir(join(storeDir, '.tmp')).catch(() => []);
-      const manifestSeq = await readFile(join(storeDir, 'manifest.json'), 'utf8').then((t) => (JSON.parse(t) as { seq: number }).seq, () => 0);
+      const manifestSeq = await readFile(join(storeDir, 'manifest.json'), 'utf8').then(
+        (t) => (JSON.parse(t) as { seq: number }).seq,
+        () => 0,
+      );
       landed.push({ claims: claims.length, storeTemp: tmp.length, manifestBehind: (await catalogSeqAt(TEST_REDIS_URL, prefix)) - manifestSeq });
       await sleep(random() * 800);
       svc = await startOddsfiles(env);
@@ -81,7 +84,15 @@ describe('fault: SIGKILL of the whole service while drops stream in and a poller
     const recoverMs = await waitServesNewest(url, key, book, 90_000);
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 60_000, 'an empty inbox and .processing');
     const report = await poller.stop();
-    console.info(JSON.stringify({ test: 'faults.crash', dropped, rounds: landed, recoverMs, poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size } }));
+    console.info(
+      JSON.stringify({
+        test: 'faults.crash',
+        dropped,
+        rounds: landed,
+        recoverMs,
+        poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size },
+      }),
+    );
 
     expect(report.violations).toEqual([]);
     expect(report.ok).toBeGreaterThan(100);
@@ -91,10 +102,14 @@ describe('fault: SIGKILL of the whole service while drops stream in and a poller
     const catalog = await readCatalogAt(TEST_REDIS_URL, prefix);
     for (const [name, v] of book.newest) expect(catalog.get(name)?.sha256, name).toBe(v.sha256);
     expect(await assertObjectsWhole(storeDir)).toBeGreaterThanOrEqual(38);
-    await waitFor(async () => {
-      const manifest = JSON.parse(await readFile(join(storeDir, 'manifest.json'), 'utf8')) as { seq: number; files: Record<string, { sha256: string }> };
-      return manifest.seq === (await catalogSeqAt(TEST_REDIS_URL, prefix)) && [...book.newest].every(([n, v]) => manifest.files[n]?.sha256 === v.sha256);
-    }, 10_000, 'the manifest to match the catalog');
+    await waitFor(
+      async () => {
+        const manifest = JSON.parse(await readFile(join(storeDir, 'manifest.json'), 'utf8')) as { seq: number; files: Record<string, { sha256: string }> };
+        return manifest.seq === (await catalogSeqAt(TEST_REDIS_URL, prefix)) && [...book.newest].every(([n, v]) => manifest.files[n]?.sha256 === v.sha256);
+      },
+      10_000,
+      'the manifest to match the catalog',
+    );
     expect(await svc.stop()).toBe(0);
   }, 300_000);
 

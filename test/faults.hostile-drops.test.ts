@@ -72,7 +72,15 @@ describe('fault: hostile drops', () => {
     const key = await createApiKey(env);
     const svc = await startOddsfiles(env, args);
     running.push(svc);
-    return { prefix, dataDir, inbox: join(dataDir, 'inbox'), url: `http://127.0.0.1:${port}`, key, svc, rejectedDir: extraEnv.REJECTED_DIR ?? join(dataDir, 'rejected') };
+    return {
+      prefix,
+      dataDir,
+      inbox: join(dataDir, 'inbox'),
+      url: `http://127.0.0.1:${port}`,
+      key,
+      svc,
+      rejectedDir: extraEnv.REJECTED_DIR ?? join(dataDir, 'rejected'),
+    };
   };
 
   it('rejects or ignores each with a clear reason, follows nothing, stays small, publishes the rest', async () => {
@@ -113,7 +121,11 @@ describe('fault: hostile drops', () => {
       // 1. Every invalid case of the corpus.
       for (const c of corpus) {
         await dropFile(inbox, c.filename, c.bytes);
-        expectations.push({ name: c.filename, outcome: c.expected.reason === 'any' || !c.expected.reason ? ['schema', 'invalid_json'] : [c.expected.reason], what: `corpus: ${c.name}` });
+        expectations.push({
+          name: c.filename,
+          outcome: c.expected.reason === 'any' || !c.expected.reason ? ['schema', 'invalid_json'] : [c.expected.reason],
+          what: `corpus: ${c.name}`,
+        });
       }
 
       // 2. 200 MB, sparse: refused by its size, never read.
@@ -136,7 +148,8 @@ describe('fault: hostile drops', () => {
       await symlink(validOutside, join(inbox, LINK_TO_DOC));
       await symlink('/etc/passwd', join(inbox, LINK_TO_PASSWD));
       await symlink(outside, join(inbox, LINK_TO_DIR));
-      for (const name of [LINK_TO_DOC, LINK_TO_PASSWD, LINK_TO_DIR]) expectations.push({ name, outcome: ['unknown_filename'], detail: /symbolic link/, what: `symlink out of the inbox (${name})` });
+      for (const name of [LINK_TO_DOC, LINK_TO_PASSWD, LINK_TO_DIR])
+        expectations.push({ name, outcome: ['unknown_filename'], detail: /symbolic link/, what: `symlink out of the inbox (${name})` });
 
       // 5. A FIFO: opening it to read would block until a writer comes.
       execFileSync('mkfifo', [join(inbox, FIFO)]);
@@ -147,7 +160,11 @@ describe('fault: hostile drops', () => {
       await writeFile(unreadableTmp, docFor(feed(UNREADABLE), at, 500));
       await chmod(unreadableTmp, 0o000);
       await rename(unreadableTmp, join(inbox, UNREADABLE));
-      expectations.push({ name: UNREADABLE, outcome: isRoot ? 'published' : ['unknown_filename'], what: `mode 000 (${isRoot ? 'root reads it' : 'permission denied'})` });
+      expectations.push({
+        name: UNREADABLE,
+        outcome: isRoot ? 'published' : ['unknown_filename'],
+        what: `mode 000 (${isRoot ? 'root reads it' : 'permission denied'})`,
+      });
 
       // 7. Names that are no feed names.
       const oddNames = [
@@ -161,7 +178,11 @@ describe('fault: hostile drops', () => {
       ];
       for (const name of oddNames) {
         await dropFile(inbox, name, docFor(feed('site_live_northwind_soccer.json'), at, 200));
-        expectations.push({ name, outcome: ['unknown_filename'], what: `odd name ${JSON.stringify(name.length > 40 ? `${name.slice(0, 20)}…(${Buffer.byteLength(name)} bytes)` : name)}` });
+        expectations.push({
+          name,
+          outcome: ['unknown_filename'],
+          what: `odd name ${JSON.stringify(name.length > 40 ? `${name.slice(0, 20)}…(${Buffer.byteLength(name)} bytes)` : name)}`,
+        });
       }
 
       // 8. Ignored: a folder named like a feed, dotfiles and temp names (left alone in the inbox).
@@ -194,12 +215,20 @@ describe('fault: hostile drops', () => {
 
       // Everything settles: rejections for the rejected, the valid ones published, the ignored left alone.
       const rejectedNames = expectations.filter((e) => Array.isArray(e.outcome)).map((e) => e.name);
-      const records = await waitFor(async () => {
-        const all = await rejectionsIn(rejectedDir);
-        return rejectedNames.every((n) => all.some((r) => r.filename === n)) ? all : undefined;
-      }, 60_000, 'every hostile drop rejected');
+      const records = await waitFor(
+        async () => {
+          const all = await rejectionsIn(rejectedDir);
+          return rejectedNames.every((n) => all.some((r) => r.filename === n)) ? all : undefined;
+        },
+        60_000,
+        'every hostile drop rejected',
+      );
       const ignored = new Set(expectations.filter((e) => e.outcome === 'ignored').map((e) => e.name));
-      await waitFor(async () => (await readdir(inbox)).every((n) => ignored.has(n) || n === '.processing' || n.startsWith('.')), 30_000, 'the inbox holding only what is ignored');
+      await waitFor(
+        async () => (await readdir(inbox)).every((n) => ignored.has(n) || n === '.processing' || n.startsWith('.')),
+        30_000,
+        'the inbox holding only what is ignored',
+      );
       await waitFor(async () => (await readdir(join(inbox, '.processing'))).length === 0, 30_000, 'an empty .processing');
       await stream.stop();
       await waitServesNewest(url, key, book, 30_000);
@@ -241,7 +270,19 @@ describe('fault: hostile drops', () => {
 
       const mem = memoryOf(pid);
       peakMb = Math.max(peakMb, mem.rssMb);
-      console.info(JSON.stringify({ test: 'faults.hostile-drops', peakRssMb: Math.round(Math.max(peakMb, mem.peakMb)), rssMb: Math.round(mem.rssMb), streamed: book.bySha.size, outcomes: table }, null, 1));
+      console.info(
+        JSON.stringify(
+          {
+            test: 'faults.hostile-drops',
+            peakRssMb: Math.round(Math.max(peakMb, mem.peakMb)),
+            rssMb: Math.round(mem.rssMb),
+            streamed: book.bySha.size,
+            outcomes: table,
+          },
+          null,
+          1,
+        ),
+      );
       expect(Math.max(peakMb, mem.peakMb)).toBeLessThan(MEMORY_LIMIT_MB);
       expect(svc.proc.exitCode).toBeNull();
       expect(await svc.stop()).toBe(0);
@@ -262,10 +303,14 @@ describe('fault: hostile drops', () => {
     await symlink(secret, join(inbox, 'site_live_northwind_soccer.json'));
     execFileSync('mkfifo', [join(inbox, 'site_live_bluewater_soccer.json')]);
     await dropFile(inbox, 'odds.json', Buffer.from('{}'));
-    const records = await waitFor(async () => {
-      const all = await rejectionsIn(rejected);
-      return all.length === 3 ? all : undefined;
-    }, 30_000, 'three rejections');
+    const records = await waitFor(
+      async () => {
+        const all = await rejectionsIn(rejected);
+        return all.length === 3 ? all : undefined;
+      },
+      30_000,
+      'three rejections',
+    );
     await waitFor(async () => (await readdir(join(inbox, '.processing'))).length === 0, 20_000, 'an empty .processing');
     const link = records.find((r) => r.filename === 'site_live_northwind_soccer.json')!;
     const keptLink = join(rejected, link.id, link.filename);
@@ -282,32 +327,38 @@ describe('fault: hostile drops', () => {
   // at once. Parsing one costs ~250 MB of heap; without a byte budget the four were read and
   // parsed side by side and the worker process peaked at ~870 MB RSS. Now they are taken one at a
   // time (the byte budget in publish.ts) and the peak stays near one document's cost.
-  it.runIf(SLOW_FAULTS)('four 45 MB documents at once: all published, one at a time, memory bounded', async () => {
-    const { prefix, inbox, svc } = await start('large', {}, ['start', '--roles', 'watcher,worker']);
-    const pid = svc.proc.pid!;
-    const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000).toISOString().replace('.000Z', 'Z');
-    const feeds = EXAMPLE_FEEDS.slice(0, 4);
-    const docs = feeds.map((f) => generateDocument(f, { targetBytes: 45 * 1024 * 1024, generatedAt: at, pretty: false }));
-    const base = memoryOf(pid).rssMb;
-    let peakMb = base;
-    const sampler = setInterval(() => {
+  it.runIf(SLOW_FAULTS)(
+    'four 45 MB documents at once: all published, one at a time, memory bounded',
+    async () => {
+      const { prefix, inbox, svc } = await start('large', {}, ['start', '--roles', 'watcher,worker']);
+      const pid = svc.proc.pid!;
+      const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000).toISOString().replace('.000Z', 'Z');
+      const feeds = EXAMPLE_FEEDS.slice(0, 4);
+      const docs = feeds.map((f) => generateDocument(f, { targetBytes: 45 * 1024 * 1024, generatedAt: at, pretty: false }));
+      const base = memoryOf(pid).rssMb;
+      let peakMb = base;
+      const sampler = setInterval(() => {
+        try {
+          peakMb = Math.max(peakMb, memoryOf(pid).rssMb);
+        } catch {
+          /* exited */
+        }
+      }, 50);
       try {
-        peakMb = Math.max(peakMb, memoryOf(pid).rssMb);
-      } catch {
-        /* exited */
+        await Promise.all(feeds.map((f, i) => dropFile(inbox, f.filename, docs[i]!)));
+        await waitFor(async () => (await pendingDrops(inbox)).length === 0, 120_000, 'four large documents settled', 100);
+      } finally {
+        clearInterval(sampler);
       }
-    }, 50);
-    try {
-      await Promise.all(feeds.map((f, i) => dropFile(inbox, f.filename, docs[i]!)));
-      await waitFor(async () => (await pendingDrops(inbox)).length === 0, 120_000, 'four large documents settled', 100);
-    } finally {
-      clearInterval(sampler);
-    }
-    const catalog = await readCatalogAt(TEST_REDIS_URL, prefix);
-    for (const [i, f] of feeds.entries()) expect(catalog.get(f.filename)?.sha256, f.filename).toBe(sha256(docs[i]!));
-    const peak = Math.max(peakMb, memoryOf(pid).peakMb);
-    console.info(JSON.stringify({ test: 'faults.hostile-drops', label: 'large', documentMb: 45, count: 4, baseRssMb: Math.round(base), peakRssMb: Math.round(peak) }));
-    expect(peak).toBeLessThan(650);
-    expect(await svc.stop()).toBe(0);
-  }, 180_000);
+      const catalog = await readCatalogAt(TEST_REDIS_URL, prefix);
+      for (const [i, f] of feeds.entries()) expect(catalog.get(f.filename)?.sha256, f.filename).toBe(sha256(docs[i]!));
+      const peak = Math.max(peakMb, memoryOf(pid).peakMb);
+      console.info(
+        JSON.stringify({ test: 'faults.hostile-drops', label: 'large', documentMb: 45, count: 4, baseRssMb: Math.round(base), peakRssMb: Math.round(peak) }),
+      );
+      expect(peak).toBeLessThan(650);
+      expect(await svc.stop()).toBe(0);
+    },
+    180_000,
+  );
 });

@@ -20,15 +20,114 @@ const VALID = 'site_live_northwind_soccer.json';
 
 /** Names to ask for after a prefix, raw (already encoded as they go on the wire). */
 function hostileNames(objectKey: string): string[] {
-  const passwd = ['../../etc/passwd', '../../../../../../etc/passwd', '..%2f..%2f..%2fetc%2fpasswd', '..%2F..%2F..%2Fetc%2Fpasswd', '%2e%2e/%2e%2e/%2e%2e/etc/passwd', '%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd', '%252e%252e%252f%252e%252e%252fetc%252fpasswd', '..%252f..%252f..%252fetc%252fpasswd', '%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd', '..%c0%af..%c0%af..%c0%afetc%c0%afpasswd', '%e0%80%ae%e0%80%ae/%e0%80%ae%e0%80%ae/etc/passwd', '%c0%2e%c0%2e/etc/passwd', '..\\..\\..\\etc\\passwd', '..%5c..%5c..%5cetc%5cpasswd', '%u002e%u002e/%u002e%u002e/etc/passwd', '....//....//etc/passwd', '..;/..;/etc/passwd', '/etc/passwd', '//etc/passwd', '%2fetc%2fpasswd', 'file:///etc/passwd'];
-  const store = ['manifest.json', '../manifest.json', '..%2fmanifest.json', '../../store/manifest.json', objectKey, `../${objectKey}`, `..%2f${objectKey.replaceAll('/', '%2f')}`, '.tmp', '../inbox/.processing', '.processing', '../../var/redis/redis.url', '/proc/self/environ', '..%2f..%2f..%2fproc%2fself%2fenviron'];
+  const passwd = [
+    '../../etc/passwd',
+    '../../../../../../etc/passwd',
+    '..%2f..%2f..%2fetc%2fpasswd',
+    '..%2F..%2F..%2Fetc%2Fpasswd',
+    '%2e%2e/%2e%2e/%2e%2e/etc/passwd',
+    '%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd',
+    '%252e%252e%252f%252e%252e%252fetc%252fpasswd',
+    '..%252f..%252f..%252fetc%252fpasswd',
+    '%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd',
+    '..%c0%af..%c0%af..%c0%afetc%c0%afpasswd',
+    '%e0%80%ae%e0%80%ae/%e0%80%ae%e0%80%ae/etc/passwd',
+    '%c0%2e%c0%2e/etc/passwd',
+    '..\\..\\..\\etc\\passwd',
+    '..%5c..%5c..%5cetc%5cpasswd',
+    '%u002e%u002e/%u002e%u002e/etc/passwd',
+    '....//....//etc/passwd',
+    '..;/..;/etc/passwd',
+    '/etc/passwd',
+    '//etc/passwd',
+    '%2fetc%2fpasswd',
+    'file:///etc/passwd',
+  ];
+  const store = [
+    'manifest.json',
+    '../manifest.json',
+    '..%2fmanifest.json',
+    '../../store/manifest.json',
+    objectKey,
+    `../${objectKey}`,
+    `..%2f${objectKey.replaceAll('/', '%2f')}`,
+    '.tmp',
+    '../inbox/.processing',
+    '.processing',
+    '../../var/redis/redis.url',
+    '/proc/self/environ',
+    '..%2f..%2f..%2fproc%2fself%2fenviron',
+  ];
   const nul = [`${VALID}%00`, `${VALID}%00.txt`, `%00${VALID}`, '%00', `${VALID.slice(0, 10)}%00${VALID.slice(10)}`];
-  const variants = [VALID, `./${VALID}`, `.%2f${VALID}`, `${VALID}/`, `${VALID}/.`, `${VALID}/..`, `x/../${VALID}`, `x%2f..%2f${VALID}`, `%2e/${VALID}`, VALID.toUpperCase(), `${VALID};x=1`, `${VALID}?x=../../etc/passwd`, `${VALID}?`, `${VALID}#frag`, `${VALID}%23x`, `${VALID}%20`, ` ${VALID}`.replace(' ', '%20'), encodeURIComponent(VALID).replace('_', '%5F'), `site_live_northwind_soccer%2ejson`, `site_live_northwind_soccer.json.`, `site_live_northwind_soccer.json~`, `site_live_northwind_soccer.JSON`];
-  const odd = ['', '.', '..', '...', '%', '%%', '%zz', '%ff%fe%fd', '%c0', '%80', '%F0%9F%93%88', 'caf%C3%A9.json', 'x'.repeat(200), 'x'.repeat(201), 'x'.repeat(5000), `${'a/'.repeat(300)}x`, '%2e'.repeat(100), '*', '?', '~', '$HOME', '${jndi:ldap://x}', '<script>', "'\"", '{}', '[]'];
+  const variants = [
+    VALID,
+    `./${VALID}`,
+    `.%2f${VALID}`,
+    `${VALID}/`,
+    `${VALID}/.`,
+    `${VALID}/..`,
+    `x/../${VALID}`,
+    `x%2f..%2f${VALID}`,
+    `%2e/${VALID}`,
+    VALID.toUpperCase(),
+    `${VALID};x=1`,
+    `${VALID}?x=../../etc/passwd`,
+    `${VALID}?`,
+    `${VALID}#frag`,
+    `${VALID}%23x`,
+    `${VALID}%20`,
+    ` ${VALID}`.replace(' ', '%20'),
+    encodeURIComponent(VALID).replace('_', '%5F'),
+    `site_live_northwind_soccer%2ejson`,
+    `site_live_northwind_soccer.json.`,
+    `site_live_northwind_soccer.json~`,
+    `site_live_northwind_soccer.JSON`,
+  ];
+  const odd = [
+    '',
+    '.',
+    '..',
+    '...',
+    '%',
+    '%%',
+    '%zz',
+    '%ff%fe%fd',
+    '%c0',
+    '%80',
+    '%F0%9F%93%88',
+    'caf%C3%A9.json',
+    'x'.repeat(200),
+    'x'.repeat(201),
+    'x'.repeat(5000),
+    `${'a/'.repeat(300)}x`,
+    '%2e'.repeat(100),
+    '*',
+    '?',
+    '~',
+    '$HOME',
+    '${jndi:ldap://x}',
+    '<script>',
+    '\'"',
+    '{}',
+    '[]',
+  ];
   return [...passwd, ...store, ...nul, ...variants, ...odd];
 }
 
-const PREFIXES = ['/v1/data/', '/v1/data//', '/v1//data/', '/V1/data/', '/v1/DATA/', '/v1/data/./', '/v1/data/x/../', '/v1/%64ata/', '/v1/data%2f', '/v1/files/', '/', '/v1/'];
+const PREFIXES = [
+  '/v1/data/',
+  '/v1/data//',
+  '/v1//data/',
+  '/V1/data/',
+  '/v1/DATA/',
+  '/v1/data/./',
+  '/v1/data/x/../',
+  '/v1/%64ata/',
+  '/v1/data%2f',
+  '/v1/files/',
+  '/',
+  '/v1/',
+];
 
 describe('fault: hostile requests against the reader', () => {
   const prefix = uniquePrefix('faults-requests');
@@ -53,10 +152,14 @@ describe('fault: hostile requests against the reader', () => {
       publishedShas.add(sha256(c.bytes));
       publishedNames.add(c.filename);
     }
-    await waitFor(async () => {
-      for (const c of valid) if ((await httpGet(`http://127.0.0.1:${port}/v1/data/${c.filename}`, { 'x-api-key': key })).status !== 200) return false;
-      return true;
-    }, 30_000, 'the reader serving the corpus');
+    await waitFor(
+      async () => {
+        for (const c of valid) if ((await httpGet(`http://127.0.0.1:${port}/v1/data/${c.filename}`, { 'x-api-key': key })).status !== 200) return false;
+        return true;
+      },
+      30_000,
+      'the reader serving the corpus',
+    );
     objectKey = (await readCatalogAt(TEST_REDIS_URL, prefix)).get(VALID)!.object;
   }, 90_000);
 
@@ -95,7 +198,9 @@ describe('fault: hostile requests against the reader', () => {
     return res;
   };
   const req = (method: string, target: string, headers: Record<string, string> = {}, version = 'HTTP/1.1', body = '') =>
-    `${method} ${target} ${version}\r\nHost: 127.0.0.1\r\nX-API-Key: ${key}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}Connection: close\r\n\r\n${body}`;
+    `${method} ${target} ${version}\r\nHost: 127.0.0.1\r\nX-API-Key: ${key}\r\n${Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('')}Connection: close\r\n\r\n${body}`;
 
   it('answers every target × method without a 5xx and serves only catalog files', async () => {
     const names = hostileNames(objectKey);
@@ -146,7 +251,10 @@ describe('fault: hostile requests against the reader', () => {
       ['bad content-length', req('GET', t, { 'Content-Length': 'abc' })],
       ['two content-lengths', req('GET', t, { 'Content-Length': '0', 'content-length': '5' })],
       ['chunked GET, bad chunk', req('GET', t, { 'Transfer-Encoding': 'chunked' }, 'HTTP/1.1', 'zz\r\nhello\r\n0\r\n\r\n')],
-      ['CL and TE (smuggling)', req('POST', t, { 'Content-Length': '4', 'Transfer-Encoding': 'chunked' }, 'HTTP/1.1', '0\r\n\r\nGET /v1/data/../../etc/passwd HTTP/1.1\r\n\r\n')],
+      [
+        'CL and TE (smuggling)',
+        req('POST', t, { 'Content-Length': '4', 'Transfer-Encoding': 'chunked' }, 'HTTP/1.1', '0\r\n\r\nGET /v1/data/../../etc/passwd HTTP/1.1\r\n\r\n'),
+      ],
       ['no host', `GET ${t} HTTP/1.1\r\nX-API-Key: ${key}\r\nConnection: close\r\n\r\n`],
       ['two hosts', req('GET', t, { Host: 'evil.example' })],
       ['HTTP/1.0', `GET ${t} HTTP/1.0\r\nX-API-Key: ${key}\r\n\r\n`],
@@ -163,7 +271,10 @@ describe('fault: hostile requests against the reader', () => {
       ['obs-fold', `GET ${t} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\n  folded\r\nConnection: close\r\n\r\n`],
       ['header 100 KB', req('GET', t, { 'X-Big': 'b'.repeat(100_000) })],
       ['600 headers', req('GET', t, Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`X-H${i}`, 'v'])))],
-      ['upgrade to websocket', req('GET', t, { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' })],
+      [
+        'upgrade to websocket',
+        req('GET', t, { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' }),
+      ],
       ['upgrade to h2c', req('GET', t, { Upgrade: 'h2c', 'HTTP2-Settings': 'AAMAAABkAARAAAAAAAIAAAAA' })],
       ['expect 100-continue', req('POST', t, { Expect: '100-continue', 'Content-Length': '2' }, 'HTTP/1.1', '{}')],
       ['expect junk', req('GET', t, { Expect: 'teapot' })],

@@ -46,7 +46,18 @@ describe('the background manifest writer', () => {
     const publish = async (filename: string, keep = 10) => {
       const bytes = Buffer.from(JSON.stringify({ filename, n: ++n }));
       const sha256 = createHash('sha256').update(bytes).digest('hex');
-      const entry: CatalogEntry = { filename, bookmaker: 'northwind', kind: 'live', sport: 'soccer', object: objectKey(filename, sha256), sha256, size: bytes.length, generatedAt: new Date(1_700_000_000_000 + n * 1000).toISOString(), generatedAtMs: 1_700_000_000_000 + n * 1000, publishedAt: new Date().toISOString() };
+      const entry: CatalogEntry = {
+        filename,
+        bookmaker: 'northwind',
+        kind: 'live',
+        sport: 'soccer',
+        object: objectKey(filename, sha256),
+        sha256,
+        size: bytes.length,
+        generatedAt: new Date(1_700_000_000_000 + n * 1000).toISOString(),
+        generatedAtMs: 1_700_000_000_000 + n * 1000,
+        publishedAt: new Date().toISOString(),
+      };
       await store.put(entry.object, bytes);
       const claim = join(dir, `claim-${n}`);
       await writeFile(claim, bytes);
@@ -71,7 +82,11 @@ describe('the background manifest writer', () => {
     const m = await manifest();
     const snapshot = await catalog.snapshot();
     expect(m.seq).toBe(snapshot.seq);
-    expect(Object.values(m.files).map((e) => e.sha256).sort()).toEqual(snapshot.entries.map((e) => e.sha256).sort());
+    expect(
+      Object.values(m.files)
+        .map((e) => e.sha256)
+        .sort(),
+    ).toEqual(snapshot.entries.map((e) => e.sha256).sort());
     expect(claims.filter((c) => existsSync(c))).toEqual([]);
     a.close();
     b.close();
@@ -107,7 +122,11 @@ describe('the background manifest writer', () => {
     expect(second.result.evicted).toEqual([first.entry.sha256]);
     w.committed(second.result.seq, 'site_live_z.json', second.result.evicted, second.claim, second.entry);
     // The first bytes again, newer: they are current once more, and evict the second version.
-    const again: CatalogEntry = { ...first.entry, generatedAtMs: second.entry.generatedAtMs + 1000, generatedAt: new Date(second.entry.generatedAtMs + 1000).toISOString() };
+    const again: CatalogEntry = {
+      ...first.entry,
+      generatedAtMs: second.entry.generatedAtMs + 1000,
+      generatedAt: new Date(second.entry.generatedAtMs + 1000).toISOString(),
+    };
     const third = await catalog.commit(again, 1);
     expect(third.evicted).toEqual([second.entry.sha256]);
     w.committed(third.seq, 'site_live_z.json', third.evicted, second.claim, again);
@@ -188,7 +207,10 @@ describe('the background manifest writer', () => {
 
   it('leaves the manifest of a lost catalog alone until something is published again', async () => {
     const { store, catalog, publish, manifest } = await setup();
-    await store.put(MANIFEST_KEY, Buffer.from(JSON.stringify({ format: 1, seq: 500, written_at: new Date().toISOString(), files: { 'site_live_old.json': { sha256: 'old' } } })));
+    await store.put(
+      MANIFEST_KEY,
+      Buffer.from(JSON.stringify({ format: 1, seq: 500, written_at: new Date().toISOString(), files: { 'site_live_old.json': { sha256: 'old' } } })),
+    );
     const w = createManifestWriter({ catalog, store, log, coalesceMs: 5 });
     await new Promise((r) => setTimeout(r, 200));
     expect((await manifest()).seq).toBe(500);

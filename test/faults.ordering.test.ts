@@ -28,7 +28,13 @@ import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOdds
 
 const ROUNDS = SLOW_FAULTS ? 4 : 2;
 const VERSIONS = 40;
-const NAMES = ['site_live_redstone_soccer.json', 'site_pregame_redstone_soccer.json', 'site_live_silverline.json', 'site_livepre_oddsport.json', 'site_live_hillview_tennis.json'];
+const NAMES = [
+  'site_live_redstone_soccer.json',
+  'site_pregame_redstone_soccer.json',
+  'site_live_silverline.json',
+  'site_livepre_oddsport.json',
+  'site_live_hillview_tennis.json',
+];
 
 describe('fault: versions out of order, several workers, readers polling', () => {
   const prefix = uniquePrefix('faults-order');
@@ -63,7 +69,10 @@ describe('fault: versions out of order, several workers, readers polling', () =>
       const at = (i: number) => base + i * 1000;
       // Through the pipeline's claims: every version is processed.
       const paths: string[] = [];
-      for (const [n, { f, i }] of shuffled(feeds.flatMap((f) => Array.from({ length: VERSIONS }, (_, i) => ({ f, i }))), round + 11).entries()) {
+      for (const [n, { f, i }] of shuffled(
+        feeds.flatMap((f) => Array.from({ length: VERSIONS }, (_, i) => ({ f, i }))),
+        round + 11,
+      ).entries()) {
         const dir = join(files, `${round}-${n}`);
         await mkdir(dir);
         const bytes = docFor(f, at(i), 300 + ((i * 37) % 2000), { round, version: i, via: 'publish' });
@@ -74,7 +83,10 @@ describe('fault: versions out of order, several workers, readers polling', () =>
       const published = runCli(env, ['publish', '--json', ...paths], 120_000);
       // Through the inbox at the same time, older than the newest (a drop may replace another
       // in the inbox before it is claimed, as in any folder).
-      for (const { f, i } of shuffled(feeds.flatMap((f) => Array.from({ length: VERSIONS - 1 }, (_, i) => ({ f, i }))), round + 99)) {
+      for (const { f, i } of shuffled(
+        feeds.flatMap((f) => Array.from({ length: VERSIONS - 1 }, (_, i) => ({ f, i }))),
+        round + 99,
+      )) {
         const bytes = docFor(f, at(i), 300, { round, version: i, via: 'inbox' });
         book.add(f.filename, bytes, at(i));
         await dropFile(inbox, f.filename, bytes);
@@ -82,17 +94,24 @@ describe('fault: versions out of order, several workers, readers polling', () =>
       const res = await published;
       expect(res.code, res.stderr).toBe(0);
       const outcomes = (JSON.parse(res.stdout) as { outcome: string }[]).map((o) => o.outcome);
-      expect(outcomes.every((o) => ['published', 'superseded', 'unchanged'].includes(o)), outcomes.join()).toBe(true);
+      expect(
+        outcomes.every((o) => ['published', 'superseded', 'unchanged'].includes(o)),
+        outcomes.join(),
+      ).toBe(true);
       await waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox and .processing');
       // Both readers serve the newest of each.
       for (const u of urls) {
-        await waitFor(async () => {
-          for (const f of feeds) {
-            const r = await httpGet(`${u}/v1/data/${f.filename}`, { 'x-api-key': key });
-            if (r.status !== 200 || sha256(r.body) !== book.newest.get(f.filename)!.sha256) return false;
-          }
-          return true;
-        }, 20_000, `${u} serving the newest versions`);
+        await waitFor(
+          async () => {
+            for (const f of feeds) {
+              const r = await httpGet(`${u}/v1/data/${f.filename}`, { 'x-api-key': key });
+              if (r.status !== 200 || sha256(r.body) !== book.newest.get(f.filename)!.sha256) return false;
+            }
+            return true;
+          },
+          20_000,
+          `${u} serving the newest versions`,
+        );
       }
     }
     const reports = await Promise.all(pollers.map((p) => p.stop()));

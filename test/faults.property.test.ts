@@ -78,10 +78,15 @@ describe('claim file names', () => {
   const claimIdArb = fc.oneof(
     fc.nat().map((n) => `d${n}`),
     fc.tuple(fc.nat(), fc.nat()).map(([n, t]) => dropClaimId(String(n), t)),
-    fc.string({ unit: fc.constantFrom(...'abcdef0123456789'), minLength: 8, maxLength: 20 }).map((s) => `p${s}`));
+    fc.string({ unit: fc.constantFrom(...'abcdef0123456789'), minLength: 8, maxLength: 20 }).map((s) => `p${s}`),
+  );
   // Any name a filesystem accepts: no NUL, no '/', 1..255 bytes.
   const nameArb = fc
-    .string({ unit: fc.oneof(fc.constantFrom('a', '-', '.', '_', ' ', '\n', 'é', '📈', '\\', '"'), fc.string({ unit: 'grapheme', maxLength: 1 })), minLength: 1, maxLength: 300 })
+    .string({
+      unit: fc.oneof(fc.constantFrom('a', '-', '.', '_', ' ', '\n', 'é', '📈', '\\', '"'), fc.string({ unit: 'grapheme', maxLength: 1 })),
+      minLength: 1,
+      maxLength: 300,
+    })
     .map((s) => s.replace(/[\u0000/]/g, 'x'))
     .filter((s) => s.length > 0 && Buffer.byteLength(s) <= 255);
 
@@ -128,26 +133,30 @@ describe('claim file names', () => {
 describe('the byte budget of reading drops', () => {
   it('never lets more than the limit in, grants in arrival order, and grants everyone in the end', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 100 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 150 }), fc.nat({ max: 3 })), { minLength: 1, maxLength: 30 }), async (limit, requests) => {
-        const budget = createByteBudget(limit);
-        const granted: number[] = [];
-        let inUse = 0;
-        let peak = 0;
-        const all = requests.map(async ([bytes, holdTicks], i) => {
-          await budget.acquire(bytes);
-          granted.push(i);
-          inUse += Math.min(bytes, limit);
-          peak = Math.max(peak, inUse);
-          expect(budget.used).toBeLessThanOrEqual(limit);
-          for (let t = 0; t < holdTicks; t++) await Promise.resolve();
-          inUse -= Math.min(bytes, limit);
-          budget.release(bytes);
-        });
-        await Promise.all(all);
-        expect(peak).toBeLessThanOrEqual(limit);
-        expect(granted).toEqual(requests.map((_, i) => i));
-        expect(budget.used).toBe(0);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 100 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 150 }), fc.nat({ max: 3 })), { minLength: 1, maxLength: 30 }),
+        async (limit, requests) => {
+          const budget = createByteBudget(limit);
+          const granted: number[] = [];
+          let inUse = 0;
+          let peak = 0;
+          const all = requests.map(async ([bytes, holdTicks], i) => {
+            await budget.acquire(bytes);
+            granted.push(i);
+            inUse += Math.min(bytes, limit);
+            peak = Math.max(peak, inUse);
+            expect(budget.used).toBeLessThanOrEqual(limit);
+            for (let t = 0; t < holdTicks; t++) await Promise.resolve();
+            inUse -= Math.min(bytes, limit);
+            budget.release(bytes);
+          });
+          await Promise.all(all);
+          expect(peak).toBeLessThanOrEqual(limit);
+          expect(granted).toEqual(requests.map((_, i) => i));
+          expect(budget.used).toBe(0);
+        },
+      ),
       { numRuns: 500 },
     );
   });

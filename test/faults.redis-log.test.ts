@@ -33,7 +33,12 @@ describe('fault: the log through a Redis outage', () => {
     const inbox = join(dataDir, 'inbox');
     redis = await startPrivateRedis(join(dataDir, 'private-redis'));
     const configFile = await writeFaultConfig(dataDir, 'ingest:\n  rescan: 1s\n');
-    const env = baseEnv(dataDir, uniquePrefix('faults-redis-log'), { REDIS_URL: redis.url, ODDSFILES_CONFIG: configFile, PORT: String(await freePort()), LOG_LEVEL: 'info' });
+    const env = baseEnv(dataDir, uniquePrefix('faults-redis-log'), {
+      REDIS_URL: redis.url,
+      ODDSFILES_CONFIG: configFile,
+      PORT: String(await freePort()),
+      LOG_LEVEL: 'info',
+    });
     svc = await startOddsfiles(env);
     const running = svc;
     const from = running.logs.length;

@@ -27,7 +27,12 @@ describe('fault: SIGTERM while Redis is away', () => {
     const inbox = join(dataDir, 'inbox');
     redis = await startPrivateRedis(join(dataDir, 'private-redis'));
     const configFile = await writeFaultConfig(dataDir, 'ingest:\n  rescan: 1s\n  shutdown_timeout: 2s\n');
-    const env = baseEnv(dataDir, uniquePrefix('faults-redis-stop'), { REDIS_URL: redis.url, ODDSFILES_CONFIG: configFile, PORT: String(await freePort()), LOG_LEVEL: 'info' });
+    const env = baseEnv(dataDir, uniquePrefix('faults-redis-stop'), {
+      REDIS_URL: redis.url,
+      ODDSFILES_CONFIG: configFile,
+      PORT: String(await freePort()),
+      LOG_LEVEL: 'info',
+    });
     svc = await startOddsfiles(env);
 
     await redis.stop();

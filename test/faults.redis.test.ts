@@ -93,14 +93,36 @@ describe.runIf(SLOW_FAULTS)('fault: Redis outages while drops arrive and readers
       expect(notReady, `${name}: /readyz said 503 during the outage`).toBeGreaterThan(0);
     };
 
-    await outage('A: SIGSTOP 3s', 3000, () => redis!.pause(), () => redis!.resume());
-    await outage('B: stopped 8s', 8000, () => redis!.stop(), () => redis!.start());
-    await outage('C: SIGSTOP 8s', 8000, () => redis!.pause(), () => redis!.resume());
+    await outage(
+      'A: SIGSTOP 3s',
+      3000,
+      () => redis!.pause(),
+      () => redis!.resume(),
+    );
+    await outage(
+      'B: stopped 8s',
+      8000,
+      () => redis!.stop(),
+      () => redis!.start(),
+    );
+    await outage(
+      'C: SIGSTOP 8s',
+      8000,
+      () => redis!.pause(),
+      () => redis!.resume(),
+    );
 
     const report = await poller.stop();
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox and .processing');
     const replaced = svc.logs.filter((l) => typeof l.msg === 'string' && l.msg.includes('replacing it')).length;
-    console.info(JSON.stringify({ test: 'faults.redis', phases, supervisorReplacements: replaced, poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size } }));
+    console.info(
+      JSON.stringify({
+        test: 'faults.redis',
+        phases,
+        supervisorReplacements: replaced,
+        poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size },
+      }),
+    );
     // Never restarted: the same process did all of it.
     expect(svc.proc.pid).toBe(pid);
     expect(svc.proc.exitCode).toBeNull();

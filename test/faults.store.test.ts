@@ -94,7 +94,19 @@ describe('fault: the store refuses writes', () => {
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox and .processing');
     const retries = svc.logs.filter((l) => l.msg === 'drop will be retried').length;
     const report = await poller.stop();
-    const result = { test: 'faults.store', label, outageMs: OUTAGE_MS, dropped: seq.n, maxPending, publishedDuring, retries, servedDuring, notReady, recoverMs, poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size } };
+    const result = {
+      test: 'faults.store',
+      label,
+      outageMs: OUTAGE_MS,
+      dropped: seq.n,
+      maxPending,
+      publishedDuring,
+      retries,
+      servedDuring,
+      notReady,
+      recoverMs,
+      poller: { ...report, violations: report.violations.slice(0, 10), served: report.served.size },
+    };
     console.info(JSON.stringify(result));
     expect(report.violations).toEqual([]);
     expect(servedDuring).toBeGreaterThan(10);
@@ -149,7 +161,11 @@ describe('fault: the store refuses writes', () => {
     const parent = join(dataDir, 'mnt');
     await writeFile(parent, 'not a folder yet\n');
     const port = await freePort();
-    const env = baseEnv(dataDir, prefix, { STORE_URL: pathToFileURL(join(parent, 'store')).href, PORT: String(port), ODDSFILES_CONFIG: await writeFaultConfig(dataDir) });
+    const env = baseEnv(dataDir, prefix, {
+      STORE_URL: pathToFileURL(join(parent, 'store')).href,
+      PORT: String(port),
+      ODDSFILES_CONFIG: await writeFaultConfig(dataDir),
+    });
     const svc = await startOddsfiles(env);
     running.push(svc);
     const feed = EXAMPLE_FEEDS[0]!;

@@ -10,18 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  SLOW_FAULTS,
-  createApiKey,
-  docFor,
-  dropFile,
-  freePort,
-  httpGet,
-  memoryOf,
-  rejectionsIn,
-  writeFaultConfig,
-  type FeedLike,
-} from './helpers/faults.js';
+import { SLOW_FAULTS, createApiKey, docFor, dropFile, freePort, httpGet, memoryOf, rejectionsIn, writeFaultConfig, type FeedLike } from './helpers/faults.js';
 import { pendingDrops } from './helpers/drops.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
@@ -62,7 +51,8 @@ describe('fault: an event storm larger than the inotify queue', () => {
     const pid = svc.proc.pid!;
 
     const feeds: FeedLike[] = [];
-    for (const b of bookmakers) for (const s of sports) for (const kind of ['live', 'pregame']) feeds.push({ filename: `site_${kind}_${b}_${s}.json`, bookmaker: b, sport: s });
+    for (const b of bookmakers)
+      for (const s of sports) for (const kind of ['live', 'pregame']) feeds.push({ filename: `site_${kind}_${b}_${s}.json`, bookmaker: b, sport: s });
     const at = Math.floor(Date.now() / 1000) * 1000 - 3_600_000;
     const maxQueued = Number((await readFile('/proc/sys/fs/inotify/max_queued_events', 'utf8')).trim());
 
@@ -100,11 +90,15 @@ describe('fault: an event storm larger than the inotify queue', () => {
     const publishMs = Date.now() - t0;
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 60_000, 'an empty inbox and .processing');
     const settleMs = Date.now() - t0;
-    const list = await waitFor(async () => {
-      const r = await httpGet(`http://127.0.0.1:${port}/v1/files`, { 'x-api-key': key });
-      const files = (JSON.parse(r.body.toString('utf8')) as { files: string[] }).files;
-      return files.length === feeds.length ? files : undefined;
-    }, 60_000, 'the reader listing every file');
+    const list = await waitFor(
+      async () => {
+        const r = await httpGet(`http://127.0.0.1:${port}/v1/files`, { 'x-api-key': key });
+        const files = (JSON.parse(r.body.toString('utf8')) as { files: string[] }).files;
+        return files.length === feeds.length ? files : undefined;
+      },
+      60_000,
+      'the reader listing every file',
+    );
     const mem = memoryOf(pid);
     console.info(
       JSON.stringify({

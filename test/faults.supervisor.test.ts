@@ -36,7 +36,11 @@ describe('fault: a stuck worker is replaced by the supervisor', () => {
 
   it('replaces a worker that takes nothing while jobs wait, and the jobs then run', async () => {
     const lines: string[] = [];
-    const log = createLogger({ level: 'debug', pretty: false, destination: new Writable({ write: (chunk: Buffer, _enc, cb) => (lines.push(chunk.toString()), cb()) }) });
+    const log = createLogger({
+      level: 'debug',
+      pretty: false,
+      destination: new Writable({ write: (chunk: Buffer, _enc, cb) => (lines.push(chunk.toString()), cb()) }),
+    });
     const processed: string[] = [];
     let created = 0;
     supervised = await superviseWorker({

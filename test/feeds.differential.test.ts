@@ -17,7 +17,15 @@ import { RejectionError, type RejectionReason } from '../src/errors.js';
 import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
 import { compileSchemaPlan } from '../src/feeds/schema-plan.js';
 import { createDocumentValidator, loadDocumentSchema, type DocumentLimits, type DocumentValidator, type ValidDocument } from '../src/feeds/validate.js';
-import { DEFAULT_GENERATED_AT, EXAMPLE_BOOKMAKERS, EXAMPLE_FEEDS, EXAMPLE_SPORTS, generateCorpus, generateDocument, type FixtureFeed } from './fixtures/corpus.js';
+import {
+  DEFAULT_GENERATED_AT,
+  EXAMPLE_BOOKMAKERS,
+  EXAMPLE_FEEDS,
+  EXAMPLE_SPORTS,
+  generateCorpus,
+  generateDocument,
+  type FixtureFeed,
+} from './fixtures/corpus.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'oddsfiles-differential-'));
 const config = loadConfig({ env: {}, cwd: scratch });
@@ -164,10 +172,30 @@ function write(j: J, seed: number, spaced: boolean): string {
 const numberText = fc.oneof(
   fc.integer().map(String),
   fc.double({ noNaN: true, noDefaultInfinity: true }).map((x) => JSON.stringify(x)),
-  fc.constantFrom('0', '-0', '1.0', '1.5', '1e400', '-1e400', '1E2', '1e-400', '0.1e1', '2.10', '12345678901234567890', '12345678901234567890.5', '9007199254740993', '-1.5e-3', '1e+2', '4.0000000000000000001'),
+  fc.constantFrom(
+    '0',
+    '-0',
+    '1.0',
+    '1.5',
+    '1e400',
+    '-1e400',
+    '1E2',
+    '1e-400',
+    '0.1e1',
+    '2.10',
+    '12345678901234567890',
+    '12345678901234567890.5',
+    '9007199254740993',
+    '-1.5e-3',
+    '1e+2',
+    '4.0000000000000000001',
+  ),
 );
 /** Integers as ajv sees them (the parsed value): 1.0, 1e400 (Infinity), -0 and 1e-400 (0) are. */
-const integerText = fc.oneof(fc.integer().map(String), fc.constantFrom('-0', '1.0', '1e400', '1E2', '0.1e1', '1e-400', '4.0000000000000000001', '12345678901234567890'));
+const integerText = fc.oneof(
+  fc.integer().map(String),
+  fc.constantFrom('-0', '1.0', '1e400', '1E2', '0.1e1', '1e-400', '4.0000000000000000001', '12345678901234567890'),
+);
 const junk: fc.Arbitrary<J> = fc.oneof(
   numberText.map(raw),
   fc.constantFrom('true', 'false', 'null').map(raw),
@@ -182,7 +210,22 @@ const anyString = fc.oneof(
   fc.string({ maxLength: 4, unit: 'binary' }), // lone surrogates included
   fc.constantFrom('', '😀', '\ud83d', '\ude00', '\ud83d\ude00x', 'é', '\u2028', 'a/b', 'tab\there', 'quote"back\\slash'),
 );
-const extraKey = fc.constantFrom('x', 'status', 'score', '__proto__', 'constructor', 'toString', 'events', 'markets', 'odds', 'bookmaker', 'generated_at', '', 'é', 'a/b~c');
+const extraKey = fc.constantFrom(
+  'x',
+  'status',
+  'score',
+  '__proto__',
+  'constructor',
+  'toString',
+  'events',
+  'markets',
+  'odds',
+  'bookmaker',
+  'generated_at',
+  '',
+  'é',
+  'a/b~c',
+);
 
 /**
  * An object with these fields, each absent, present, or present twice (JSON.parse keeps the last),
@@ -196,17 +239,15 @@ function objectOf(fields: Record<string, fc.Arbitrary<J>>): fc.Arbitrary<J> {
       { weight: 8, arbitrary: fields[key]!.map((v) => [[key, v] as const]) },
       { weight: 1, arbitrary: fc.tuple(fields[key]!, fields[key]!).map(([v, w]) => [[key, v] as const, [key, w] as const]) },
     );
-  return fc
-    .tuple(fc.tuple(...keys.map(occurrences)), fc.array(fc.tuple(extraKey, junk), { maxLength: 2 }), fc.nat())
-    .map(([present, extras, seed]) => {
-      const entries = [...present.flat(), ...extras];
-      const next = rng(seed);
-      for (let i = entries.length - 1; i > 0; i--) {
-        const k = Math.floor(next() * (i + 1));
-        [entries[i], entries[k]] = [entries[k]!, entries[i]!];
-      }
-      return { k: 'obj', entries } as J;
-    });
+  return fc.tuple(fc.tuple(...keys.map(occurrences)), fc.array(fc.tuple(extraKey, junk), { maxLength: 2 }), fc.nat()).map(([present, extras, seed]) => {
+    const entries = [...present.flat(), ...extras];
+    const next = rng(seed);
+    for (let i = entries.length - 1; i > 0; i--) {
+      const k = Math.floor(next() * (i + 1));
+      [entries[i], entries[k]] = [entries[k]!, entries[i]!];
+    }
+    return { k: 'obj', entries } as J;
+  });
 }
 const arrayOf = (item: fc.Arbitrary<J>, maxLength: number): fc.Arbitrary<J> => fc.array(item, { maxLength }).map((items) => ({ k: 'arr', items }) as J);
 
@@ -225,10 +266,26 @@ function oddsDocument(feed: FixtureFeed, wrong: number): fc.Arbitrary<J> {
       anyString.map(str),
     ),
   );
-  const sportField = mostly(fc.oneof({ weight: 3, arbitrary: fc.constant(str(feed.sport ?? 'soccer')) }, fc.constantFrom(...EXAMPLE_SPORTS, 'cricket', 'Soccer', '').map(str), anyString.map(str)));
+  const sportField = mostly(
+    fc.oneof(
+      { weight: 3, arbitrary: fc.constant(str(feed.sport ?? 'soccer')) },
+      fc.constantFrom(...EXAMPLE_SPORTS, 'cricket', 'Soccer', '').map(str),
+      anyString.map(str),
+    ),
+  );
   const generatedAtField = mostly(
     fc.oneof(
-      fc.constantFrom('2026-11-21T18:30:00Z', '2026-11-21T18:30:00.250+00:00', '2026-11-21T18:40:00Z', '2099-01-01T00:00:00Z', '2026-02-30T00:00:00Z', 'yesterday', '').map(str),
+      fc
+        .constantFrom(
+          '2026-11-21T18:30:00Z',
+          '2026-11-21T18:30:00.250+00:00',
+          '2026-11-21T18:40:00Z',
+          '2099-01-01T00:00:00Z',
+          '2026-02-30T00:00:00Z',
+          'yesterday',
+          '',
+        )
+        .map(str),
       fc.integer({ min: Date.parse('2026-11-21T18:00:00Z'), max: Date.parse('2026-11-21T19:00:00Z') }).map((ms) => str(new Date(ms).toISOString())),
     ),
     2,
@@ -263,9 +320,59 @@ const written = (doc: fc.Arbitrary<J>) =>
 // Mutations of the bytes
 
 const TOKENS = [
-  ',', ']', '}', '[', '{', '"', '\\', ':', ' ', '\\x', '\\u', '\\u12', '\\u12G4', '\\uD800', '\\uDC00', '\\uD83D\\uDE00', '\\"', '\\\\',
-  '01', '00', '1.', '.5', '-', '--1', '1e', '1e+', 'E5', '+1', '-0', '0x1F', 'NaN', 'Infinity', 'tru', 'nul', 'fals', 'true', 'null', 'false',
-  '\u0000', '\u0001', '\n', '\t', '\r', '\u001f', '\u007f', 'é', '😀', '\u2028', "'", '/', '/*', '//', '\ufeff',
+  ',',
+  ']',
+  '}',
+  '[',
+  '{',
+  '"',
+  '\\',
+  ':',
+  ' ',
+  '\\x',
+  '\\u',
+  '\\u12',
+  '\\u12G4',
+  '\\uD800',
+  '\\uDC00',
+  '\\uD83D\\uDE00',
+  '\\"',
+  '\\\\',
+  '01',
+  '00',
+  '1.',
+  '.5',
+  '-',
+  '--1',
+  '1e',
+  '1e+',
+  'E5',
+  '+1',
+  '-0',
+  '0x1F',
+  'NaN',
+  'Infinity',
+  'tru',
+  'nul',
+  'fals',
+  'true',
+  'null',
+  'false',
+  '\u0000',
+  '\u0001',
+  '\n',
+  '\t',
+  '\r',
+  '\u001f',
+  '\u007f',
+  'é',
+  '😀',
+  '\u2028',
+  "'",
+  '/',
+  '/*',
+  '//',
+  '\ufeff',
 ];
 const TOKEN_BYTES = TOKENS.map((t) => Buffer.from(t, 'utf8'));
 const ANCHORS = [0x7d, 0x5d, 0x22, 0x3a, 0x2c, 0x5c, 0x30, 0x31, 0x32, 0x2e, 0x65, 0x6e, 0x74];
@@ -327,7 +434,17 @@ describe('one pass over the bytes and JSON.parse + ajv agree', () => {
       checked++;
     }
     expect(checked).toBeGreaterThan(50);
-    expectReached('corpus', ['published', 'invalid_json', 'empty', 'not_an_object', 'schema', 'bookmaker_mismatch', 'sport_mismatch', 'bad_generated_at', 'future_generated_at']);
+    expectReached('corpus', [
+      'published',
+      'invalid_json',
+      'empty',
+      'not_an_object',
+      'schema',
+      'bookmaker_mismatch',
+      'sport_mismatch',
+      'bad_generated_at',
+      'future_generated_at',
+    ]);
   });
 
   it('on documents either side of the default threshold (1 MiB)', () => {
@@ -367,10 +484,14 @@ describe('one pass over the bytes and JSON.parse + ajv agree', () => {
   });
 
   it('on mutated bytes of documents: truncated, inserted, deleted, replaced, repeated', () => {
-    const generated = fc.tuple(feedArb, fc.nat({ max: 20 }), fc.boolean()).map(([feed, seed, pretty]) => generateDocument(feed, { seed, pretty, targetBytes: 300 }));
+    const generated = fc
+      .tuple(feedArb, fc.nat({ max: 20 }), fc.boolean())
+      .map(([feed, seed, pretty]) => generateDocument(feed, { seed, pretty, targetBytes: 300 }));
     fc.assert(
       fc.property(
-        feedArb.chain((feed) => fc.tuple(fc.constant(feed), fc.oneof({ weight: 3, arbitrary: written(oddsDocument(feed, 0)) }, { weight: 1, arbitrary: generated }))),
+        feedArb.chain((feed) =>
+          fc.tuple(fc.constant(feed), fc.oneof({ weight: 3, arbitrary: written(oddsDocument(feed, 0)) }, { weight: 1, arbitrary: generated })),
+        ),
         fc.array(mutation, { minLength: 1, maxLength: 2 }),
         ([feed, bytes], mutations) => agree('mutated', standard, feed, mutations.reduce(mutate, bytes)),
       ),
@@ -381,14 +502,21 @@ describe('one pass over the bytes and JSON.parse + ajv agree', () => {
 
   it('on nesting around maxDepth (5 here), closed or not', () => {
     const nested = fc
-      .tuple(fc.array(fc.constantFrom('{"events":', '{"x":', '[', '[1,', '{"a":[],"b":'), { minLength: 1, maxLength: 8 }), fc.constantFrom('1', '[]', '{}', '"s"', 'null'), fc.boolean(), fc.nat({ max: 3 }))
+      .tuple(
+        fc.array(fc.constantFrom('{"events":', '{"x":', '[', '[1,', '{"a":[],"b":'), { minLength: 1, maxLength: 8 }),
+        fc.constantFrom('1', '[]', '{}', '"s"', 'null'),
+        fc.boolean(),
+        fc.nat({ max: 3 }),
+      )
       .map(([opens, leaf, close, cut]) => {
         let text = opens.join('') + leaf;
         if (close) for (const o of [...opens].reverse()) text += o.startsWith('{') ? '}' : ']';
         return Buffer.from(text.slice(0, text.length - (close ? 0 : cut)), 'utf8');
       });
     fc.assert(
-      fc.property(feedArb, nested, fc.array(mutation, { maxLength: 1 }), (feed, bytes, mutations) => agree('deep', shallow, feed, mutations.reduce(mutate, bytes))),
+      fc.property(feedArb, nested, fc.array(mutation, { maxLength: 1 }), (feed, bytes, mutations) =>
+        agree('deep', shallow, feed, mutations.reduce(mutate, bytes)),
+      ),
       { numRuns: 1000 },
     );
     expectReached('deep', ['published', 'invalid_json', 'schema', 'not_an_object']);
@@ -432,11 +560,16 @@ describe('one pass over the bytes and JSON.parse + ajv agree', () => {
     const root = fc.array(fc.tuple(fc.constantFrom(...KEYS), value), { maxLength: 5 }).map((entries) => ({ k: 'obj', entries }) as J);
     let planned = 0;
     fc.assert(
-      fc.property(feedArb, schemaArb(3), fc.array(written(fc.oneof({ weight: 4, arbitrary: root }, { weight: 1, arbitrary: value })), { minLength: 1, maxLength: 8 }), (feed, schema, docs) => {
-        if (compileSchemaPlan(schema).ok) planned++;
-        const pair = pairOf(config.limits, schema);
-        for (const bytes of docs) agree('schemas', pair, feed, bytes);
-      }),
+      fc.property(
+        feedArb,
+        schemaArb(3),
+        fc.array(written(fc.oneof({ weight: 4, arbitrary: root }, { weight: 1, arbitrary: value })), { minLength: 1, maxLength: 8 }),
+        (feed, schema, docs) => {
+          if (compileSchemaPlan(schema).ok) planned++;
+          const pair = pairOf(config.limits, schema);
+          for (const bytes of docs) agree('schemas', pair, feed, bytes);
+        },
+      ),
       { numRuns: 250 },
     );
     expect(planned).toBe(250);

@@ -40,9 +40,7 @@ describe('the example registry (embedded defaults)', () => {
   });
 
   it('knows the seven bookmakers with their public names', () => {
-    expect([...registry.bookmakers.values()].map((b) => ({ key: b.key, name: b.name, feeds: b.feeds }))).toEqual(
-      EXAMPLE_BOOKMAKERS.map((b) => ({ ...b })),
-    );
+    expect([...registry.bookmakers.values()].map((b) => ({ key: b.key, name: b.name, feeds: b.feeds }))).toEqual(EXAMPLE_BOOKMAKERS.map((b) => ({ ...b })));
     expect(registry.bookmakers.get('hillview')?.name).toBe('StarBet');
   });
 
@@ -65,7 +63,8 @@ describe('the example registry (embedded defaults)', () => {
   it("tells each feed's kind from its filename alone, as the hand-written table says", () => {
     for (const f of EXAMPLE_FEEDS) expect(feedKindOf(f.filename), f.filename).toBe(f.kind);
     expect(new Set(EXAMPLE_FEEDS.map((f) => f.kind))).toEqual(new Set(FEED_KINDS));
-    for (const name of ['site_inplay_northwind_soccer.json', 'site_LIVE_northwind_soccer.json', 'live_northwind.json', 'site_live', '']) expect(feedKindOf(name), name).toBeUndefined();
+    for (const name of ['site_inplay_northwind_soccer.json', 'site_LIVE_northwind_soccer.json', 'live_northwind.json', 'site_live', ''])
+      expect(feedKindOf(name), name).toBeUndefined();
   });
 });
 
@@ -210,7 +209,9 @@ describe('a registry built from another bookmaker list', () => {
     try {
       await writeFile(
         join(cwd, 'oddsfiles.yaml'),
-        ['bookmakers:', '  - { key: acme, name: ACME Bets, feeds: split }', '  - { key: omega, name: Omega, feeds: livepre }', 'sports: [darts]', ''].join('\n'),
+        ['bookmakers:', '  - { key: acme, name: ACME Bets, feeds: split }', '  - { key: omega, name: Omega, feeds: livepre }', 'sports: [darts]', ''].join(
+          '\n',
+        ),
       );
       const c = loadConfig({ env: {}, cwd });
       const r = buildRegistry(c.bookmakers, c.sports);

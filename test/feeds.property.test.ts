@@ -120,13 +120,13 @@ describe('the document validator', () => {
     const bytes = fc.oneof(
       fc.uint8Array({ maxLength: 512 }),
       fc.string({ unit: 'binary', maxLength: 200 }).map((s) => new TextEncoder().encode(s)),
-      fc.tuple(fc.constantFrom('{', '[', '{"', '\ufeff{', ' {"events":['), fc.uint8Array({ maxLength: 64 })).map(([head, tail]) =>
-        Buffer.concat([Buffer.from(head), tail]),
-      ),
+      fc
+        .tuple(fc.constantFrom('{', '[', '{"', '\ufeff{', ' {"events":['), fc.uint8Array({ maxLength: 64 }))
+        .map(([head, tail]) => Buffer.concat([Buffer.from(head), tail])),
       // well-formed JSON but for the bytes inside a string: any byte that is not a quote, backslash or control
-      fc.uint8Array({ min: 0x20, maxLength: 16 }).map((inside) =>
-        Buffer.concat([Buffer.from('{"name":"'), Buffer.from(inside.filter((b) => b !== 0x22 && b !== 0x5c)), Buffer.from('"}')]),
-      ),
+      fc
+        .uint8Array({ min: 0x20, maxLength: 16 })
+        .map((inside) => Buffer.concat([Buffer.from('{"name":"'), Buffer.from(inside.filter((b) => b !== 0x22 && b !== 0x5c)), Buffer.from('"}')])),
     );
     fc.assert(
       fc.property(feedArb, bytes, (feed, raw) => {
@@ -196,22 +196,22 @@ describe('the document validator', () => {
   const generatedAtArb: fc.Arbitrary<GeneratedAt> = fc.oneof(
     absent,
     // any valid UTC time, past or future
-    fc.tuple(fc.integer({ min: MIN, max: MAX }), fc.nat({ max: 3 })).map(([ms, form]) => ({ present: true as const, value: iso(ms, form), ms: truncated(ms, form) })),
+    fc
+      .tuple(fc.integer({ min: MIN, max: MAX }), fc.nat({ max: 3 }))
+      .map(([ms, form]) => ({ present: true as const, value: iso(ms, form), ms: truncated(ms, form) })),
     // close to the edge of the allowed skew
     fc.tuple(fc.integer({ min: -2000, max: 2000 }), fc.nat({ max: 3 })).map(([delta, form]) => {
       const ms = NOW.getTime() + SKEW + delta;
       return { present: true as const, value: iso(ms, form), ms: truncated(ms, form) };
     }),
     // not UTC, not a real date, not ISO, not a string
-    fc.constantFrom(
-      '2026-11-21T20:30:00+02:00',
-      '2026-02-30T12:00:00Z',
-      '2026-11-21T18:30:00',
-      '2026-11-21',
-      'yesterday evening',
-      '',
-    ).map((value) => ({ present: true as const, value, ms: 'bad' as const })),
-    fc.string({ maxLength: 12 }).filter((s) => !/^\d{4}-/.test(s)).map((value) => ({ present: true as const, value, ms: 'bad' as const })),
+    fc
+      .constantFrom('2026-11-21T20:30:00+02:00', '2026-02-30T12:00:00Z', '2026-11-21T18:30:00', '2026-11-21', 'yesterday evening', '')
+      .map((value) => ({ present: true as const, value, ms: 'bad' as const })),
+    fc
+      .string({ maxLength: 12 })
+      .filter((s) => !/^\d{4}-/.test(s))
+      .map((value) => ({ present: true as const, value, ms: 'bad' as const })),
     junk.map((value) => ({ present: true as const, value, ms: 'bad' as const })),
   );
 
@@ -221,7 +221,14 @@ describe('the document validator', () => {
       {
         event_id: fc.oneof(fc.string({ maxLength: 8 }), fc.integer()),
         name: fc.string({ maxLength: 12 }),
-        markets: fc.array(fc.record({ market: fc.string({ maxLength: 6 }), line: fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constant(null)), selections: fc.array(selection, { maxLength: 3 }) }), { maxLength: 3 }),
+        markets: fc.array(
+          fc.record({
+            market: fc.string({ maxLength: 6 }),
+            line: fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constant(null)),
+            selections: fc.array(selection, { maxLength: 3 }),
+          }),
+          { maxLength: 3 },
+        ),
       },
       { requiredKeys: [] },
     ),
@@ -230,9 +237,16 @@ describe('the document validator', () => {
   const eventsArb: fc.Arbitrary<Field & { valid?: boolean }> = fc.oneof(
     absent,
     goodEvents.map((value) => ({ present: true as const, value, valid: true })),
-    fc.oneof(junk.filter((v) => !Array.isArray(v)), fc.string(), fc.constant({ count: 3 }), fc.constant([1]), fc.constant([{ markets: 'none' }]), fc.constant([{ event_id: true }])).map(
-      (value) => ({ present: true as const, value, valid: false }),
-    ),
+    fc
+      .oneof(
+        junk.filter((v) => !Array.isArray(v)),
+        fc.string(),
+        fc.constant({ count: 3 }),
+        fc.constant([1]),
+        fc.constant([{ markets: 'none' }]),
+        fc.constant([{ event_id: true }]),
+      )
+      .map((value) => ({ present: true as const, value, valid: false })),
   );
   const CHECKED = new Set(['bookmaker', 'sport', 'generated_at', 'events']);
   const extrasArb = fc.array(
@@ -243,13 +257,7 @@ describe('the document validator', () => {
     { maxLength: 4 },
   );
 
-  function applicable(
-    feed: FixtureFeed,
-    bookmaker: Field,
-    sport: Field,
-    generatedAt: GeneratedAt,
-    events: Field & { valid?: boolean },
-  ): Set<RejectionReason> {
+  function applicable(feed: FixtureFeed, bookmaker: Field, sport: Field, generatedAt: GeneratedAt, events: Field & { valid?: boolean }): Set<RejectionReason> {
     const out = new Set<RejectionReason>();
     const publicName = EXAMPLE_BOOKMAKERS.find((b) => b.key === feed.bookmaker)!.name.toLowerCase();
     const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0;

@@ -143,7 +143,8 @@ describe('every rejection reason, through the one-pass path', () => {
 
 describe('details', () => {
   it('invalid_json says what and at which byte of the file (a BOM counts), on either path', () => {
-    for (const text of ['{"a":01}', '\ufeff{"a":01}', '{"a":"x\ny"}', '{"a":[1', '{"a":1} x', '[1,]', 'nul']) expect(detailOf(text, parsed)).toBe(detailOf(text));
+    for (const text of ['{"a":01}', '\ufeff{"a":01}', '{"a":"x\ny"}', '{"a":[1', '{"a":1} x', '[1,]', 'nul'])
+      expect(detailOf(text, parsed)).toBe(detailOf(text));
     expect(detailOf('{"a":01}')).toBe("invalid_json: unexpected '1' at byte 6: expected ',' or '}'");
     expect(detailOf('\ufeff{"a":01}')).toBe("invalid_json: unexpected '1' at byte 9: expected ',' or '}'");
     expect(detailOf('{"a":1.}')).toBe("invalid_json: unexpected '}' at byte 7: expected a digit after the decimal point");
@@ -271,14 +272,68 @@ describe('large top-level values', () => {
 
 describe('the JSON grammar, against JSON.parse itself', () => {
   const texts = [
-    '{}', '{ }', '{"a":[]}', '{"a":[ ]}', '{"a":{}}', '{"":0}', '{"a":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\\uFFFF"}',
-    '{"a":-0}', '{"a":-0.0e-0}', '{"a":0e0}', '{"a":1E+5}', '{"a":123.456e-789}', '{"a":1e400}', '{"a":00}', '{"a":-01}',
-    '{"a":0.}', '{"a":.0}', '{"a":1e}', '{"a":1e+}', '{"a":--1}', '{"a":-a}', '{"a":0x10}', '{"a":Infinity}', '{"a":-Infinity}',
-    '{"a":true}', '{"a":false}', '{"a":null}', '{"a":True}', '{"a":nulll}', '{"a":truefalse}', '{"a":t}',
-    '{"a":"\u007f"}', '{"a":"\u2028\u2029"}', '{"a":"\u001f"}', '{"a":"\\u123"}', '{"a":"\\U0041"}', '{"a":"\\\'"}',
-    '{"a":1,}', '{,"a":1}', '{"a":1 "b":2}', '{"a":[1 2]}', '{"a":[,1]}', '{"a"::1}', '{"a":1:}', '{1:1}', '{a:1}',
-    '{"a":1}\n\t\r ', '\n{"a":1}', '{"a":1}\u000b', '{"a":1}\u00a0', '{"a":1}/', '{"a":[[[]]]}', '{"a":[[[]]}', '{"a":[{]}',
-    '{"a":"x"}"', '{"a":"unterminated}', '{"a":"\\', '{"a":"\\u', '{"a":1', '{"a"', '{"a', '{',
+    '{}',
+    '{ }',
+    '{"a":[]}',
+    '{"a":[ ]}',
+    '{"a":{}}',
+    '{"":0}',
+    '{"a":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\\uFFFF"}',
+    '{"a":-0}',
+    '{"a":-0.0e-0}',
+    '{"a":0e0}',
+    '{"a":1E+5}',
+    '{"a":123.456e-789}',
+    '{"a":1e400}',
+    '{"a":00}',
+    '{"a":-01}',
+    '{"a":0.}',
+    '{"a":.0}',
+    '{"a":1e}',
+    '{"a":1e+}',
+    '{"a":--1}',
+    '{"a":-a}',
+    '{"a":0x10}',
+    '{"a":Infinity}',
+    '{"a":-Infinity}',
+    '{"a":true}',
+    '{"a":false}',
+    '{"a":null}',
+    '{"a":True}',
+    '{"a":nulll}',
+    '{"a":truefalse}',
+    '{"a":t}',
+    '{"a":"\u007f"}',
+    '{"a":"\u2028\u2029"}',
+    '{"a":"\u001f"}',
+    '{"a":"\\u123"}',
+    '{"a":"\\U0041"}',
+    '{"a":"\\\'"}',
+    '{"a":1,}',
+    '{,"a":1}',
+    '{"a":1 "b":2}',
+    '{"a":[1 2]}',
+    '{"a":[,1]}',
+    '{"a"::1}',
+    '{"a":1:}',
+    '{1:1}',
+    '{a:1}',
+    '{"a":1}\n\t\r ',
+    '\n{"a":1}',
+    '{"a":1}\u000b',
+    '{"a":1}\u00a0',
+    '{"a":1}/',
+    '{"a":[[[]]]}',
+    '{"a":[[[]]}',
+    '{"a":[{]}',
+    '{"a":"x"}"',
+    '{"a":"unterminated}',
+    '{"a":"\\',
+    '{"a":"\\u',
+    '{"a":1',
+    '{"a"',
+    '{"a',
+    '{',
   ];
   it.each(texts)('%j', (text) => {
     let ok = true;
@@ -350,7 +405,12 @@ describe('the schema plan', () => {
     expect(r.plan.types).toBe(T_OBJECT);
     expect(r.plan.properties!.map((p) => p.name)).toEqual(['bookmaker', 'sport', 'events']);
     const [bookmaker, , events] = r.plan.properties!;
-    expect(bookmaker!.plan).toMatchObject({ types: T_STRING, minLength: 1, minLengthMessage: 'must NOT have fewer than 1 characters', typeMessage: 'must be string' });
+    expect(bookmaker!.plan).toMatchObject({
+      types: T_STRING,
+      minLength: 1,
+      minLengthMessage: 'must NOT have fewer than 1 characters',
+      typeMessage: 'must be string',
+    });
     const event = events!.plan.items!;
     expect(event.properties!.map((p) => p.name)).toEqual(['event_id', 'name', 'sport', 'league', 'starts_at', 'markets']);
     expect(event.properties![0]!.plan).toMatchObject({ types: T_STRING | T_INTEGER, typeMessage: 'must be string,integer' });

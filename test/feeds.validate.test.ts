@@ -10,13 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../src/config.js';
 import { REJECTION_REASONS, RejectionError, type RejectionReason } from '../src/errors.js';
 import { buildRegistry, parseFilename, type FeedRegistry } from '../src/feeds/registry.js';
-import {
-  createDocumentValidator,
-  nestingDepth,
-  type DocumentLimits,
-  type DocumentValidator,
-  type ValidDocument,
-} from '../src/feeds/validate.js';
+import { createDocumentValidator, nestingDepth, type DocumentLimits, type DocumentValidator, type ValidDocument } from '../src/feeds/validate.js';
 import {
   DEFAULT_GENERATED_AT,
   EDGE_CASES,

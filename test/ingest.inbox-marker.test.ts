@@ -9,7 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureInboxMarker, inboxMarkerPath, inboxWatched, readInboxMarker, startInboxRegistration, type InboxRegistration } from '../src/ingest/inbox-marker.js';
+import {
+  ensureInboxMarker,
+  inboxMarkerPath,
+  inboxWatched,
+  readInboxMarker,
+  startInboxRegistration,
+  type InboxRegistration,
+} from '../src/ingest/inbox-marker.js';
 import { redisKeys } from '../src/redis/keys.js';
 import { capturingLogger } from './helpers/log.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';

@@ -77,7 +77,18 @@ describe('the manifest writer, incrementally', () => {
     const publish = async (filename: string, via: Catalog = catalog, keep = 10) => {
       const bytes = Buffer.from(JSON.stringify({ filename, n: ++n }));
       const sha256 = createHash('sha256').update(bytes).digest('hex');
-      const entry: CatalogEntry = { filename, bookmaker: 'northwind', kind: 'live', sport: null, object: objectKey(filename, sha256), sha256, size: bytes.length, generatedAt: new Date(1_700_000_000_000 + n * 1000).toISOString(), generatedAtMs: 1_700_000_000_000 + n * 1000, publishedAt: new Date().toISOString() };
+      const entry: CatalogEntry = {
+        filename,
+        bookmaker: 'northwind',
+        kind: 'live',
+        sport: null,
+        object: objectKey(filename, sha256),
+        sha256,
+        size: bytes.length,
+        generatedAt: new Date(1_700_000_000_000 + n * 1000).toISOString(),
+        generatedAtMs: 1_700_000_000_000 + n * 1000,
+        publishedAt: new Date().toISOString(),
+      };
       await store.put(entry.object, bytes);
       const claim = join(dir, `claim-${n}`);
       await writeFile(claim, bytes);

@@ -74,8 +74,7 @@ describe('the ingest worker takes its claim', () => {
       workers.push(worker);
       return worker;
     };
-    const completed = (jobId: string) =>
-      waitFor(async () => (await queue.getJobState(jobId)) === 'completed', 15_000, `job ${jobId} completed`);
+    const completed = (jobId: string) => waitFor(async () => (await queue.getJobState(jobId)) === 'completed', 15_000, `job ${jobId} completed`);
     const lastJobId = async () => {
       const jobs = await queue.getJobs(['waiting', 'active', 'delayed', 'completed', 'failed']);
       return jobs.map((j) => j.id!).sort((a, b) => Number(b) - Number(a))[0]!;
@@ -124,7 +123,7 @@ describe('the ingest worker takes its claim', () => {
     expect((await t.queue.getJob(jobId))?.returnvalue).toEqual({ outcome: 'gone', filename: 'site_live_missing.json' });
   });
 
-  it("logs gone: at info for a drop job (already processed), at warn naming its inbox for a claim job", async () => {
+  it('logs gone: at info for a drop job (already processed), at warn naming its inbox for a claim job', async () => {
     const t = await setup();
     await enqueueDrop(t.queue, 'site_live_gone.json', Date.now());
     const dropJob = await t.lastJobId();

@@ -23,7 +23,10 @@ interface Line {
 function run(dir: string, name: string, body: string): Promise<{ lines: Line[]; code: number | null; startedAt: number }> {
   return (async () => {
     const file = join(dir, `${name}.mjs`);
-    await writeFile(file, `const { createLogger, flushLogger } = await import(process.env.LOG_MODULE);\nconst log = createLogger({ level: 'info', async: true, pretty: false });\n${body}\n`);
+    await writeFile(
+      file,
+      `const { createLogger, flushLogger } = await import(process.env.LOG_MODULE);\nconst log = createLogger({ level: 'info', async: true, pretty: false });\n${body}\n`,
+    );
     const startedAt = Date.now();
     const child = spawn(process.execPath, ['--import', 'tsx', file], { env: { ...process.env, LOG_MODULE }, stdio: ['ignore', 'pipe', 'pipe'] });
     const lines: Line[] = [];
@@ -112,7 +115,11 @@ describe('asynchronous logging (start, stdout not a terminal)', () => {
   });
 
   it('writes them on process.exit too (the second signal of start)', async () => {
-    const { lines, code } = await run(dir, 'exit', `log.info({ n: 7 }, 'request'); log.warn({ n: 8 }, 'second signal: exiting now'); log.info({ n: 9 }, 'request'); process.exit(1);`);
+    const { lines, code } = await run(
+      dir,
+      'exit',
+      `log.info({ n: 7 }, 'request'); log.warn({ n: 8 }, 'second signal: exiting now'); log.info({ n: 9 }, 'request'); process.exit(1);`,
+    );
     expect(code).toBe(1);
     // All there; the order may differ when an asynchronous write was under way at the exit (the
     // exit handler writes the rest synchronously meanwhile: a limit of pino's async destination).

@@ -78,10 +78,14 @@ describe('marketplace subscribers', () => {
     const inbox = join(dataDir, 'inbox');
     await drop(inbox, LIVE, tinyDoc('northwind', 'soccer', '2026-01-01T00:00:00Z'));
     await drop(inbox, PREGAME, tinyDoc('northwind', 'soccer', '2026-01-01T00:00:00Z'));
-    await waitFor(async () => {
-      const r = await fetch(`${svc.url}/v1/files`, { headers: { 'x-api-key': apiKey } });
-      return r.status === 200 && ((await r.json()) as { files: string[] }).files.length === 2;
-    }, 20_000, 'both files listed');
+    await waitFor(
+      async () => {
+        const r = await fetch(`${svc.url}/v1/files`, { headers: { 'x-api-key': apiKey } });
+        return r.status === 200 && ((await r.json()) as { files: string[] }).files.length === 2;
+      },
+      20_000,
+      'both files listed',
+    );
   }, 60_000);
 
   afterAll(async () => {

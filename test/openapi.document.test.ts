@@ -68,7 +68,15 @@ beforeAll(async () => {
   const subscriber = createRedis(TEST_REDIS_URL, 'subscriber', `${fx.prefix}-sub`);
   extra.push(limits, subscriber);
   for (const c of extra) c.on('error', () => undefined);
-  state = await createReaderState({ config, redis: fx.redis, subscriber, store: fx.store, catalog: createCatalog(fx.redis, fx.keys), log: fx.log, registry: fx.registry });
+  state = await createReaderState({
+    config,
+    redis: fx.redis,
+    subscriber,
+    store: fx.store,
+    catalog: createCatalog(fx.redis, fx.keys),
+    log: fx.log,
+    registry: fx.registry,
+  });
   await state.ready;
   await state.published.idle();
   app = await buildReaderApp({
@@ -133,12 +141,16 @@ describe('the document', () => {
       expect(Object.keys(ops.head!.responses).sort()).toEqual(Object.keys(ops.get!.responses).sort());
     }
     // The 304 of a download names every header it is sent with.
-    expect(Object.keys(raw.paths['/v1/data/{filename}']!.get!.responses['304']!.headers!)).toEqual(expect.arrayContaining(['ETag', 'Cache-Control', 'Last-Modified', 'Vary']));
+    expect(Object.keys(raw.paths['/v1/data/{filename}']!.get!.responses['304']!.headers!)).toEqual(
+      expect.arrayContaining(['ETag', 'Cache-Control', 'Last-Modified', 'Vary']),
+    );
   });
 
   it('documents every error status with the problem schema and the rate-limit headers', () => {
     for (const id of ['listFiles', 'getOddsData']) {
-      const op = Object.values(raw.paths).flatMap((p) => Object.values(p)).find((o) => o.operationId === id)!;
+      const op = Object.values(raw.paths)
+        .flatMap((p) => Object.values(p))
+        .find((o) => o.operationId === id)!;
       const statuses = Object.keys(op.responses);
       expect(statuses).toEqual(expect.arrayContaining(['200', '304', '401', '403', '405', '429', '503']));
       if (id === 'getOddsData') expect(statuses).toContain('404');

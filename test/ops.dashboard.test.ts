@@ -73,7 +73,8 @@ describe.skipIf(!HAVE_CHROMIUM)(`queue dashboard in Chromium (${CHROMIUM})`, () 
     const page = await browser.newPage();
     const seen: { status: number; type: string | undefined; challenge: string | undefined }[] = [];
     page.on('response', (r) => {
-      if (new URL(r.url()).pathname === '/admin/queues') seen.push({ status: r.status(), type: r.headers()['content-type'], challenge: r.headers()['www-authenticate'] });
+      if (new URL(r.url()).pathname === '/admin/queues')
+        seen.push({ status: r.status(), type: r.headers()['content-type'], challenge: r.headers()['www-authenticate'] });
     });
     try {
       // Chromium meets a Basic challenge with no one to type a password: the navigation fails

@@ -47,7 +47,10 @@ async function exportedNames(): Promise<Set<string>> {
 }
 
 async function dashboardExprs(): Promise<string[]> {
-  const dash = JSON.parse(await read('docs/grafana-dashboard.json')) as { panels: { targets?: { expr: string }[] }[]; templating: { list: { definition?: string }[] } };
+  const dash = JSON.parse(await read('docs/grafana-dashboard.json')) as {
+    panels: { targets?: { expr: string }[] }[];
+    templating: { list: { definition?: string }[] };
+  };
   return [...dash.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr)), ...dash.templating.list.flatMap((v) => (v.definition ? [v.definition] : []))];
 }
 
@@ -66,7 +69,9 @@ describe('operator documents', () => {
     }
     // The four things the issue asks to alert on.
     const alerts = rules.map((r) => r.alert);
-    expect(alerts).toEqual(expect.arrayContaining(['OddsfilesFeedStale', 'OddsfilesRejectionRateHigh', 'OddsfilesQueueBacklogGrowing', 'OddsfilesRedisDown', 'OddsfilesStoreDown']));
+    expect(alerts).toEqual(
+      expect.arrayContaining(['OddsfilesFeedStale', 'OddsfilesRejectionRateHigh', 'OddsfilesQueueBacklogGrowing', 'OddsfilesRedisDown', 'OddsfilesStoreDown']),
+    );
   });
 
   it('the Grafana dashboard is valid JSON, linked from operations.md (not copied), and queries only exported metrics', async () => {
@@ -114,7 +119,9 @@ describe('operator documents', () => {
         execFileSync('promtool', ['check', 'rules', join(ROOT, 'docs/prometheus-alerts.yml')], { encoding: 'utf8' });
         // The dashboard's queries as recording rules, with Grafana's variables filled in.
         const exprs = (await dashboardExprs()).filter((e) => !e.startsWith('label_values('));
-        const rules = exprs.map((e, i) => `      - record: dashboard:q${i}\n        expr: ${JSON.stringify(e.replaceAll('$__rate_interval', '5m').replaceAll('$bookmaker', '.*'))}`);
+        const rules = exprs.map(
+          (e, i) => `      - record: dashboard:q${i}\n        expr: ${JSON.stringify(e.replaceAll('$__rate_interval', '5m').replaceAll('$bookmaker', '.*'))}`,
+        );
         await writeFile(join(dir, 'dashboard.yml'), `groups:\n  - name: dashboard\n    rules:\n${rules.join('\n')}\n`);
         execFileSync('promtool', ['check', 'rules', join(dir, 'dashboard.yml')], { encoding: 'utf8' });
       } finally {

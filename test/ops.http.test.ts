@@ -85,7 +85,11 @@ describe('operator endpoints', () => {
     },
   });
 
-  async function buildApp(adminToken: string | undefined, metrics: Metrics, extra: { trustProxy?: boolean; withQueue?: boolean; queue?: QueueProvider } = {}): Promise<FastifyInstance> {
+  async function buildApp(
+    adminToken: string | undefined,
+    metrics: Metrics,
+    extra: { trustProxy?: boolean; withQueue?: boolean; queue?: QueueProvider } = {},
+  ): Promise<FastifyInstance> {
     const log = createLogger({ level: 'trace', destination: sink, pretty: false });
     const app = fastify({ loggerInstance: log, trustProxy: extra.trustProxy ?? false }) as unknown as FastifyInstance;
     await registerOps(app, { config: { ...baseConfig, adminToken }, metrics, ...(extra.withQueue === false ? {} : { queue: extra.queue ?? queue }) });
@@ -226,7 +230,10 @@ describe('operator endpoints', () => {
       expect(page.statusCode).toBe(200);
       expect(page.headers['content-type']).toMatch(/^text\/html/);
       const api = await app.inject({ url: '/admin/queues/api/queues', headers: auth });
-      expect(api.json<{ queues: { name: string; counts: Record<string, number> }[] }>().queues[0]).toMatchObject({ name: 'ingest', counts: { waiting: 3, delayed: 1 } });
+      expect(api.json<{ queues: { name: string; counts: Record<string, number> }[] }>().queues[0]).toMatchObject({
+        name: 'ingest',
+        counts: { waiting: 3, delayed: 1 },
+      });
       // What bull-board does not know is the reader's own 404 (problem+json there), not the inner instance's.
       const missing = await app.inject({ url: '/admin/queues/api/no-such-thing', headers: auth });
       expect(missing.statusCode).toBe(404);
@@ -284,7 +291,14 @@ describe('operator endpoints', () => {
       expect(isLoopbackHost('127.0.0.1')).toBe(true);
       expect(isLoopbackHost('localhost.evil.example')).toBe(false);
       expect(isLoopbackHost('127.0.0.1.nip.io')).toBe(false);
-      const facts = { method: 'POST', authorization: undefined, remoteAddress: '127.0.0.1', clientIp: '127.0.0.1', host: 'localhost:8080', secFetchSite: undefined };
+      const facts = {
+        method: 'POST',
+        authorization: undefined,
+        remoteAddress: '127.0.0.1',
+        clientIp: '127.0.0.1',
+        host: 'localhost:8080',
+        secFetchSite: undefined,
+      };
       expect(checkAdminAccess(undefined, { ...facts, origin: 'http://localhost:8080' }).ok).toBe(true);
       expect(checkAdminAccess(undefined, { ...facts, origin: 'http://evil.example' })).toMatchObject({ ok: false, reason: 'cross_site' });
       expect(checkAdminAccess(undefined, { ...facts, origin: undefined, secFetchSite: 'same-site' })).toMatchObject({ ok: false, reason: 'cross_site' });
@@ -341,7 +355,10 @@ describe('operator endpoints', () => {
         'oddsfiles_process_cpu_seconds_total',
         'oddsfiles_nodejs_eventloop_lag_seconds',
       ]) {
-        expect(samples.some((s) => s.name === name), name).toBe(true);
+        expect(
+          samples.some((s) => s.name === name),
+          name,
+        ).toBe(true);
       }
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'published' })).toBe(4);
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'unchanged' })).toBe(1);
@@ -374,7 +391,7 @@ describe('operator endpoints', () => {
       expect(text).not.toContain(API_KEY);
     });
 
-    it('freshness per feed, computed at scrape time from the caller\'s catalog', async () => {
+    it("freshness per feed, computed at scrape time from the caller's catalog", async () => {
       let clock = NOW;
       const metrics = createMetrics({ defaultMetrics: false, now: () => clock });
       const catalog = new Map<string, CatalogEntry>([
@@ -395,7 +412,11 @@ describe('operator endpoints', () => {
 
       // Later, and after a new version of the live feed: the same scrape-time computation.
       clock = NOW + 400_000;
-      catalog.set('site_live_northwind_soccer.json', { ...entry('site_live_northwind_soccer.json', 'live', 1, 0), generatedAtMs: clock - 1000, publishedAt: new Date(clock).toISOString() });
+      catalog.set('site_live_northwind_soccer.json', {
+        ...entry('site_live_northwind_soccer.json', 'live', 1, 0),
+        generatedAtMs: clock - 1000,
+        publishedAt: new Date(clock).toISOString(),
+      });
       catalog.delete('site_livepre_oddsport.json');
       text = await metrics.render();
       expect(sample(text, 'oddsfiles_feed_age_seconds', { filename: 'site_live_northwind_soccer.json' })).toBe(1);

@@ -132,7 +132,7 @@ describe('oddsfiles status', () => {
     expect(text.stdout).toMatch(/last rejections\n.*\n\d+m\d\ds ago\s+20261122T060000Z-d7\s+site_live_northwind_tennis\.json\s+schema\s+events: must be array/);
   });
 
-  it('a stale feed: exit 1, marked with its kind\'s threshold', async () => {
+  it("a stale feed: exit 1, marked with its kind's threshold", async () => {
     await createCatalog(redis, keys).commit(entry('site_live_silverline.json', 'silverline', 'live', 5 * 60_000, 'c1'), 10);
     const res = await status(['--json']);
     expect(res.code).toBe(1);

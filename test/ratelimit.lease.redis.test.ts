@@ -43,7 +43,15 @@ describe('plan limits leased from Redis, two readers', () => {
     const client = await connect('client', `${name}-client`);
     const subscriber = await connect('subscriber', `${name}-sub`);
     const limits = await connect('client', `${name}-limits`);
-    const state = await createReaderState({ config, redis: client, subscriber, store: fx.store, catalog: createCatalog(client, fx.keys), log: fx.log, registry: fx.registry });
+    const state = await createReaderState({
+      config,
+      redis: client,
+      subscriber,
+      store: fx.store,
+      catalog: createCatalog(client, fx.keys),
+      log: fx.log,
+      registry: fx.registry,
+    });
     const app = await buildReaderApp({ config, redis: client, store: fx.store, log: fx.log, state, limits: { redis: limits, subscriber } });
     await state.refresh();
     return { app, state, connections: [client, subscriber, limits] };

@@ -81,10 +81,14 @@ describe('rate limits across reader processes', () => {
     await drop(inbox, PREGAME, tinyDoc('northwind', 'soccer', '2026-01-01T00:00:00Z'));
     b = await startOddsfiles(env, ['start', '--roles', 'reader']);
     for (const r of [a, b]) {
-      await waitFor(async () => {
-        const res = await get(r.url!, '/v1/files', { 'x-api-key': keys.open!, ...client() });
-        return res.status === 200 && (JSON.parse(res.body) as { files: string[] }).files.length === 2;
-      }, 20_000, 'both files listed');
+      await waitFor(
+        async () => {
+          const res = await get(r.url!, '/v1/files', { 'x-api-key': keys.open!, ...client() });
+          return res.status === 200 && (JSON.parse(res.body) as { files: string[] }).files.length === 2;
+        },
+        20_000,
+        'both files listed',
+      );
     }
   }, 60_000);
 
@@ -196,7 +200,15 @@ describe('Redis does not answer: fail open', () => {
     const subscriber = createRedis(TEST_REDIS_URL, 'subscriber', `${fx.prefix}-sub`);
     subscriber.on('error', () => undefined);
     const metrics = createMetrics({ defaultMetrics: false });
-    const state = await createReaderState({ config: fx.config, redis: fx.redis, subscriber, store: fx.store, catalog: createCatalog(fx.redis, fx.keys), log: fx.log, registry: fx.registry });
+    const state = await createReaderState({
+      config: fx.config,
+      redis: fx.redis,
+      subscriber,
+      store: fx.store,
+      catalog: createCatalog(fx.redis, fx.keys),
+      log: fx.log,
+      registry: fx.registry,
+    });
     const app = await buildReaderApp({ config: fx.config, redis: fx.redis, store: fx.store, log: fx.log, state, limits: { redis: dead, metrics } });
     try {
       const { key } = await fx.keyStore.create({ name: 'pro', plan: 'pro' });

@@ -113,7 +113,7 @@ describe('versions carried with their commit', () => {
     }));
 });
 
-describe("what a reader keeps of carried bytes while it waits for their announcement", () => {
+describe('what a reader keeps of carried bytes while it waits for their announcement', () => {
   const sha = (i: number) => i.toString(16).padStart(64, '0');
   const entryFor = (i: number, size: number) => ({ sha256: sha(i), size }) as CatalogEntry;
   const message = (i: number, size: number) => encodeCarried(sha(i), Buffer.alloc(size, i));

@@ -88,9 +88,27 @@ const CASES: [string, string, number, string, string | RegExp, string?][] = [
   ['a header block over the limit (431)', `GET /v1/files HTTP/1.1\r\nHost: localhost\r\nX-Big: ${BIG_HEADER}\r\n\r\n`, 431, 'GET', '/v1/files'],
   ['a request line over the limit (414)', `GET /v1/data/${LONG_NAME} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 414, 'GET', /^\/v1\/data\/a+…$/],
   ['a request Node cannot parse', 'GET /v1/files HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n', 400, 'GET', '/v1/files'],
-  ['a malformed JSON body on an unknown path', 'POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{bad', 400, 'POST', '/nowhere'],
-  ['a malformed JSON body on an API path (405)', 'POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{bad', 405, 'POST', '/v1/files'],
-  ['a body over the limit on an unknown path', `POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${20 * 1024}\r\n\r\n${'1'.repeat(20 * 1024)}`, 413, 'POST', '/nowhere'],
+  [
+    'a malformed JSON body on an unknown path',
+    'POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{bad',
+    400,
+    'POST',
+    '/nowhere',
+  ],
+  [
+    'a malformed JSON body on an API path (405)',
+    'POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{bad',
+    405,
+    'POST',
+    '/v1/files',
+  ],
+  [
+    'a body over the limit on an unknown path',
+    `POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${20 * 1024}\r\n\r\n${'1'.repeat(20 * 1024)}`,
+    413,
+    'POST',
+    '/nowhere',
+  ],
   ['an HTTP/1.1 request without Host', 'GET /v1/files HTTP/1.1\r\n\r\n', 400, 'GET', '/v1/files', '/v1/files'],
   ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, 'CONNECT', 'example.com:443'],
   ['an Upgrade request', 'GET /v1/files HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n', 404, 'GET', '/v1/files'],
@@ -149,7 +167,9 @@ describe('a refusal before routing keeps the connection', () => {
     const countsBefore = await counts(s.metrics);
     const text = await new Promise<string>((resolve, reject) => {
       const socket = createConnection(s.port, '127.0.0.1', () => {
-        socket.write(`GET /v1/data/%zz HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${key}\r\n\r\nGET /v1/files HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${key}\r\nConnection: close\r\n\r\n`);
+        socket.write(
+          `GET /v1/data/%zz HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${key}\r\n\r\nGET /v1/files HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${key}\r\nConnection: close\r\n\r\n`,
+        );
       });
       let out = '';
       socket.on('data', (d) => (out += d.toString('latin1')));
@@ -159,7 +179,11 @@ describe('a refusal before routing keeps the connection', () => {
     expect(text.match(/HTTP\/1\.1 \d{3}/g), text).toEqual(['HTTP/1.1 400', 'HTTP/1.1 200']);
     await new Promise((r) => setTimeout(r, 50));
     // (In either order: a pipelined answer may be written before the first one is seen sent.)
-    expect(requestLines(before).map((l) => [l.url, l.status]).sort()).toEqual([
+    expect(
+      requestLines(before)
+        .map((l) => [l.url, l.status])
+        .sort(),
+    ).toEqual([
       ['/v1/data/%zz', 400],
       ['/v1/files', 200],
     ]);

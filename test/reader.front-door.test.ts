@@ -107,7 +107,7 @@ describe('the front door answers as Fastify does', () => {
   const readers: Reader[] = [];
   const roles = ['pro', 'free', 'tight'] as const;
   /** Who answered each request on the hot reader, in order. */
-  
+
   const connect = async (role: 'client' | 'subscriber', name: string): Promise<Redis> => {
     const c = createRedis(TEST_REDIS_URL, role, `${fx.prefix}-${name}`);
     c.on('error', () => undefined);
@@ -141,7 +141,15 @@ describe('the front door answers as Fastify does', () => {
     const subscriber = await connect('subscriber', `${name}-sub`);
     const limits = await connect('client', `${name}-limits`);
     const readerConfig: Config = { ...config, reader: { ...config.reader, hotPath } };
-    const state = await createReaderState({ config: readerConfig, redis: client, subscriber, store: fx.store, catalog: createCatalog(client, fx.keys), log, registry: fx.registry });
+    const state = await createReaderState({
+      config: readerConfig,
+      redis: client,
+      subscriber,
+      store: fx.store,
+      catalog: createCatalog(client, fx.keys),
+      log,
+      registry: fx.registry,
+    });
     const app = await buildReaderApp({
       config: readerConfig,
       redis: client,
@@ -187,7 +195,11 @@ describe('the front door answers as Fastify does', () => {
    * Send one request to both readers (`key` names a role: each reader sends its own key of that
    * role) and compare; `lane` is who must answer it on the hot reader.
    */
-  const both = async (lane: Lane, path: string, opts: { key?: string; headers?: Record<string, string>; method?: string; body?: string } = {}): Promise<Reply[]> => {
+  const both = async (
+    lane: Lane,
+    path: string,
+    opts: { key?: string; headers?: Record<string, string>; method?: string; body?: string } = {},
+  ): Promise<Reply[]> => {
     const replies: Reply[] = [];
     for (const r of readers) {
       const before = frontDoorAnswered(r.app) ?? 0;
@@ -248,7 +260,12 @@ describe('the front door answers as Fastify does', () => {
     await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-modified-since': 'Thu, 01 Jan 2015 00:00:00 GMT' } });
 
     // Through the marketplace, from behind a trusted proxy (the request line names the client).
-    const rapid = (plan: string, secret = SECRET) => ({ 'x-rapidapi-proxy-secret': secret, 'x-rapidapi-user': 'sub-{reader}', 'x-rapidapi-subscription': plan, 'x-forwarded-for': '198.51.100.7' });
+    const rapid = (plan: string, secret = SECRET) => ({
+      'x-rapidapi-proxy-secret': secret,
+      'x-rapidapi-user': 'sub-{reader}',
+      'x-rapidapi-subscription': plan,
+      'x-forwarded-for': '198.51.100.7',
+    });
     await both('hot', `/v1/data/${LIVE}`, { headers: rapid('PRO') });
     await both('hot', `/v1/data/${LIVE}`, { headers: rapid('PRO') });
     expect(readers[0]!.lines.at(-1)).toMatchObject({ ip: '198.51.100.7', keyId: 'mkt:rapidapi:sub-hot', status: 200 });

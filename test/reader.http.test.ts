@@ -93,7 +93,13 @@ describe('GET /v1/files', () => {
   });
 
   it('401 without, with an unknown, a malformed or a revoked key', async () => {
-    const variants: Record<string, string>[] = [{}, { 'x-api-key': '' }, { 'x-api-key': `odf_${'A'.repeat(43)}` }, { 'x-api-key': 'nonsense' }, { 'x-api-key': keys.revoked }];
+    const variants: Record<string, string>[] = [
+      {},
+      { 'x-api-key': '' },
+      { 'x-api-key': `odf_${'A'.repeat(43)}` },
+      { 'x-api-key': 'nonsense' },
+      { 'x-api-key': keys.revoked },
+    ];
     for (const headers of variants) {
       const res = await get('/v1/files', headers);
       expectProblem(res, 401);
@@ -296,7 +302,16 @@ describe('every error is a problem', () => {
   });
 
   it('another method on an API path: 405 + Allow before any body is read, whatever the body', async () => {
-    const paths = ['/v1/files', `/v1/data/${LIVE}`, `/v1/data/${UNPUBLISHED_LIVE}`, '/v1/data/..%2Fetc%2Fpasswd', '/v1/openapi.json', '/healthz', '/readyz', '/metrics'];
+    const paths = [
+      '/v1/files',
+      `/v1/data/${LIVE}`,
+      `/v1/data/${UNPUBLISHED_LIVE}`,
+      '/v1/data/..%2Fetc%2Fpasswd',
+      '/v1/openapi.json',
+      '/healthz',
+      '/readyz',
+      '/metrics',
+    ];
     const bodies: [string, string][] = [
       ['application/json', '{bad'],
       ['application/json', '{"files":[]}'],

@@ -49,9 +49,7 @@ describe('two reader processes against one Redis and store', () => {
     const doc = Buffer.from(JSON.stringify(oddsDocument('redstone', 'basketball', 6000, 3)));
     const entry = await fx.publish(FILE, doc);
     const etag = `"${entry.sha256.slice(0, 32)}"`;
-    const elapsed = await Promise.all(
-      [a, b].map((r) => within(1000, async () => (await fetchFrom(r, `/v1/data/${FILE}`)).headers.etag === etag)),
-    );
+    const elapsed = await Promise.all([a, b].map((r) => within(1000, async () => (await fetchFrom(r, `/v1/data/${FILE}`)).headers.etag === etag)));
     expect(Math.max(...elapsed)).toBeLessThan(1000);
     const res = await fetchFrom(b, `/v1/data/${FILE}`);
     expect(res.rawPayload.equals(doc)).toBe(true);

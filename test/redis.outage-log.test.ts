@@ -14,7 +14,9 @@ import { TEST_REDIS_URL } from './helpers/redis.js';
 describe('Redis connection errors', () => {
   it('tells a connection that failed from Redis answering with an error', () => {
     const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:16391'), { code: 'ECONNREFUSED', syscall: 'connect' });
-    const maxRetries = Object.assign(new Error('Reached the max retries per request limit (which is 1). Refer to "maxRetriesPerRequest" option for details.'), { name: 'MaxRetriesPerRequestError' });
+    const maxRetries = Object.assign(new Error('Reached the max retries per request limit (which is 1). Refer to "maxRetriesPerRequest" option for details.'), {
+      name: 'MaxRetriesPerRequestError',
+    });
     for (const err of [
       refused,
       Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }),
@@ -28,7 +30,7 @@ describe('Redis connection errors', () => {
     }
     for (const err of [
       new ReplyError("OOM command not allowed when used memory > 'maxmemory'."),
-      new ReplyError('READONLY You can\'t write against a read only replica.'),
+      new ReplyError("READONLY You can't write against a read only replica."),
       new Error('Missing lock for job 12. moveToFinished'),
       new TypeError('x is not a function'),
       undefined,
@@ -57,7 +59,12 @@ describe('the outage log with Redis up', () => {
     source.emit('error', Object.assign(new Error('Missing lock for job 12. moveToFinished'), { code: 'ERR_LOCK' }));
     outage.close();
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 50, msg: 'worker error', connection: 'worker', err: { type: 'Error', message: 'Missing lock for job 12. moveToFinished', code: 'ERR_LOCK' } });
+    expect(lines[0]).toMatchObject({
+      level: 50,
+      msg: 'worker error',
+      connection: 'worker',
+      err: { type: 'Error', message: 'Missing lock for job 12. moveToFinished', code: 'ERR_LOCK' },
+    });
     expect(String((lines[0]!.err as { stack: string }).stack)).toMatch(/^Error: Missing lock/);
   });
 

@@ -24,11 +24,7 @@ export const INVALID_KEYS = ['', '../x', 'a/../b', './x', '/abs', 'a//b', 'a/', 
  * Runs the conformance suite. `open` must return a new, empty store each time; `cleanup`
  * closes it and removes whatever it holds.
  */
-export function storeContract(
-  name: string,
-  open: () => Promise<OpenedStore>,
-  options: StoreContractOptions,
-): void {
+export function storeContract(name: string, open: () => Promise<OpenedStore>, options: StoreContractOptions): void {
   describe(`Store contract: ${name}`, () => {
     let store: Store;
     let cleanup: (() => Promise<void>) | undefined;
@@ -92,9 +88,7 @@ export function storeContract(
       it('concurrent readers never see a torn or mixed body', { timeout: 30_000 }, async () => {
         // Versions of different sizes and contents: a torn read (a prefix, a mix, a short body
         // under a longer length) matches none of them.
-        const versions = [40_000, 250_000, 1_000, 120_000, 0, 600_000].map((size, i) =>
-          Buffer.concat([Buffer.from(`version ${i}:`), randomBytes(size)]),
-        );
+        const versions = [40_000, 250_000, 1_000, 120_000, 0, 600_000].map((size, i) => Buffer.concat([Buffer.from(`version ${i}:`), randomBytes(size)]));
         const key = 'manifest.json';
         await store.put(key, versions[0]!);
         let writing = true;

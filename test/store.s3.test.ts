@@ -2,13 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  CreateBucketCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
+import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../src/config.js';
 import { StoreNotFoundError, StoreUnavailableError } from '../src/errors.js';
@@ -70,11 +64,7 @@ async function closedPort(): Promise<number> {
 const openUnavailable = async (): Promise<OpenedStore> =>
   opened(createS3Store(`s3://${s3rver.bucket}/p`, { endpoint: `http://127.0.0.1:${await closedPort()}`, forcePathStyle: true, region: 'us-east-1' }));
 
-storeContract(
-  's3 over s3rver, with a prefix',
-  async () => opened(createS3Store(`s3://${s3rver.bucket}/t-${unique()}/nested`, s3)),
-  { openUnavailable },
-);
+storeContract('s3 over s3rver, with a prefix', async () => opened(createS3Store(`s3://${s3rver.bucket}/t-${unique()}/nested`, s3)), { openUnavailable });
 
 storeContract(
   's3 over s3rver, without a prefix',
@@ -143,13 +133,10 @@ describe('s3 store specifics', () => {
       const target = new URL(s3rver.endpoint);
       proxy = createServer((req, res) => {
         seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
-        const upstream = request(
-          { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
-          (up) => {
-            res.writeHead(up.statusCode ?? 502, up.headers);
-            up.pipe(res);
-          },
-        );
+        const upstream = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        });
         upstream.on('error', () => res.destroy());
         req.pipe(upstream);
       });
@@ -203,13 +190,11 @@ describe('s3 store specifics', () => {
     it('NoSuchBucket is StoreUnavailableError', async () => {
       const store = createS3Store(`s3://no-such-bucket-${unique()}/p`, s3);
       try {
-        for (const call of [
-          () => store.get('manifest.json'),
-          () => store.put('manifest.json', Buffer.from('{}')),
-          () => store.list(''),
-          () => store.ping(),
-        ]) {
-          const err = await call().then(() => undefined, (e: unknown) => e);
+        for (const call of [() => store.get('manifest.json'), () => store.put('manifest.json', Buffer.from('{}')), () => store.list(''), () => store.ping()]) {
+          const err = await call().then(
+            () => undefined,
+            (e: unknown) => e,
+          );
           expect(err).toBeInstanceOf(StoreUnavailableError);
           expect(err).not.toBeInstanceOf(StoreNotFoundError);
         }

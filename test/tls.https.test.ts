@@ -31,11 +31,16 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
 
   const https1 = (path: string, headers: Record<string, string> = {}, trust: Buffer | undefined = ca, alpn: string[] | null = ['http/1.1']): Promise<Answer> =>
     new Promise((resolve, reject) => {
-      const req = httpsRequest({ host: '127.0.0.1', port, path, headers, ca: trust, servername: 'localhost', agent: false, ...(alpn ? { ALPNProtocols: alpn } : {}) }, (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body, alpn: (res.socket as { alpnProtocol?: string | false }).alpnProtocol }));
-      });
+      const req = httpsRequest(
+        { host: '127.0.0.1', port, path, headers, ca: trust, servername: 'localhost', agent: false, ...(alpn ? { ALPNProtocols: alpn } : {}) },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (c: string) => (body += c));
+          res.on('end', () =>
+            resolve({ status: res.statusCode!, headers: res.headers, body, alpn: (res.socket as { alpnProtocol?: string | false }).alpnProtocol }),
+          );
+        },
+      );
       req.on('error', reject);
       req.end();
     });
@@ -62,10 +67,27 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
     const dataDir = await makeDataDir('tls');
     const certFile = join(dataDir, 'cert.pem');
     const keyFile = join(dataDir, 'key.pem');
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-days', '1', '-keyout', keyFile, '-out', certFile,
-    ], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        '-days',
+        '1',
+        '-keyout',
+        keyFile,
+        '-out',
+        certFile,
+      ],
+      { stdio: 'ignore' },
+    );
     ca = readFileSync(certFile);
     writeFileSync(join(dataDir, 'oddsfiles.yaml'), 'plans:\n  pro: { allow: ["*"], rate: { max: 100, per: 1m } }\n');
     const env = baseEnv(dataDir, prefix, { TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile });

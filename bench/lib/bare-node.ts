@@ -62,7 +62,12 @@ export async function saveSite(dir: string, base: string, key: string, big: stri
     if ((r.encoding ?? 'identity') !== coding && path !== '/v1/files') throw new Error(`GET ${path}: answered ${r.encoding ?? 'identity'}, not ${coding}`);
     return r.bytes;
   };
-  const site: Site = { www, files: await bytesOf('/v1/files', 'identity'), identity: await bytesOf(`/v1/data/${big}`, 'identity'), gzip: await bytesOf(`/v1/data/${big}`, 'gzip') };
+  const site: Site = {
+    www,
+    files: await bytesOf('/v1/files', 'identity'),
+    identity: await bytesOf(`/v1/data/${big}`, 'identity'),
+    gzip: await bytesOf(`/v1/data/${big}`, 'gzip'),
+  };
   await writeFile(join(www, 'files.json'), site.files);
   await writeFile(join(www, 'data', big), site.identity);
   await writeFile(join(www, 'data', `${big}.gz`), site.gzip);
@@ -132,7 +137,14 @@ process.on('SIGTERM', () => server.close(() => process.exit(0)));
   };
   onCleanup(stop);
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; !(await fetch(`${base}/v1/files`, { headers: { 'x-api-key': key } }).then((r) => r.ok, () => false)); i++) {
+  for (
+    let i = 0;
+    !(await fetch(`${base}/v1/files`, { headers: { 'x-api-key': key } }).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
     if (i > 100) throw new Error('the bare node:http server did not start');
     await sleep(50);
   }

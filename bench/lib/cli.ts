@@ -44,7 +44,11 @@ const BUILT_IN: Record<string, OptionSpec> = {
  * Parse process.argv for a bench. `--help` prints the summary and the options and exits 0; an
  * unknown option or a bad value prints the error and exits 2, before anything is started.
  */
-export function benchArgs<const O extends Record<string, OptionSpec>>(summary: string, options: O, argv: readonly string[] = process.argv.slice(2)): BenchArgs<O> {
+export function benchArgs<const O extends Record<string, OptionSpec>>(
+  summary: string,
+  options: O,
+  argv: readonly string[] = process.argv.slice(2),
+): BenchArgs<O> {
   const all: Record<string, OptionSpec> = { ...options, ...BUILT_IN };
   const script = `bench/${basename(process.argv[1] ?? 'bench.ts')}`;
   const fail = (msg: string): never => {
@@ -54,7 +58,10 @@ export function benchArgs<const O extends Record<string, OptionSpec>>(summary: s
   let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
     const config = Object.fromEntries(
-      Object.entries(all).map(([name, s]) => [name, s.type === 'boolean' ? { type: 'boolean' as const } : { type: 'string' as const, multiple: s.type === 'strings' }]),
+      Object.entries(all).map(([name, s]) => [
+        name,
+        s.type === 'boolean' ? { type: 'boolean' as const } : { type: 'string' as const, multiple: s.type === 'strings' },
+      ]),
     );
     values = parseArgs({ args: [...argv], options: config, strict: true, allowPositionals: false }).values;
   } catch (err) {

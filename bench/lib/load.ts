@@ -39,7 +39,8 @@ async function wrk(bin: string, spec: LoadSpec): Promise<LoadResult> {
   const status = await new Promise<number | null>((r) => child.once('exit', r));
   const bad = /Non-2xx or 3xx responses: (\d+)/.exec(text);
   const errors = /Socket errors: (.*)/.exec(text);
-  if (status !== 0 || bad || (errors && /timeout [1-9]|read [1-9]|write [1-9]|connect [1-9]/.test(errors[1]!))) throw new Error(`wrk ${spec.url}: ${text}${stderr}`);
+  if (status !== 0 || bad || (errors && /timeout [1-9]|read [1-9]|write [1-9]|connect [1-9]/.test(errors[1]!)))
+    throw new Error(`wrk ${spec.url}: ${text}${stderr}`);
   const p99 = /99%\s+([\d.]+)(us|ms|s)\b/.exec(text);
   const unit = { us: 0.001, ms: 1, s: 1000 } as const;
   const transfer = /Transfer\/sec:\s+([\d.]+)(B|KB|MB|GB)/.exec(text);

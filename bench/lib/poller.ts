@@ -69,7 +69,12 @@ export class Poller {
 /** Until `base`'s /healthz answers 200 (a process started on a port chosen in advance). */
 export async function waitHealthy(base: string, what: string, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await fetch(`${base}/healthz`).then((r) => r.ok, () => false))) {
+  while (
+    !(await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
     if (Date.now() > deadline) throw new Error(`${what} did not start`);
     await sleep(50);
   }

@@ -14,7 +14,12 @@ function groupOf(frame: ProfileNode['callFrame']): string {
   if (nm) return nm[1]!;
   const src = /\/dist\/((?:src|workers)\/.*?)\.js$/.exec(url);
   if (src) return src[1]!;
-  if (url.startsWith('node:')) return url.replace(/^node:internal\//, 'node:').split('/').slice(0, 2).join('/');
+  if (url.startsWith('node:'))
+    return url
+      .replace(/^node:internal\//, 'node:')
+      .split('/')
+      .slice(0, 2)
+      .join('/');
   return url;
 }
 

@@ -28,7 +28,13 @@ export async function catalogShas(redis: Redis, key: string): Promise<Map<string
  * Settled: inbox and .processing empty, and the catalog holds every one of `wanted`. Polled every
  * `pollMs`; false after `timeoutMs`.
  */
-export async function waitSettled(sys: OddsfilesSystem, redis: Redis, wanted: readonly { name: string; sha256: string }[], timeoutMs: number, pollMs = 5): Promise<boolean> {
+export async function waitSettled(
+  sys: OddsfilesSystem,
+  redis: Redis,
+  wanted: readonly { name: string; sha256: string }[],
+  timeoutMs: number,
+  pollMs = 5,
+): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await sys.drained()) {
@@ -62,14 +68,29 @@ export interface DropResult {
 }
 
 /** Drop a new version of `tmpl` (dot-name, then rename) and poll until it is served. */
-export async function dropAndPoll(sys: System, poller: Poller, tmpl: DocTemplate, previous: string | undefined, timeoutMs = 10_000, gapMs = 0): Promise<DropResult> {
+export async function dropAndPoll(
+  sys: System,
+  poller: Poller,
+  tmpl: DocTemplate,
+  previous: string | undefined,
+  timeoutMs = 10_000,
+  gapMs = 0,
+): Promise<DropResult> {
   const v = version(tmpl);
   const tmp = join(sys.inbox, `.fresh-${process.pid}.tmp`);
   await writeFile(tmp, v.bytes);
   const t0 = nowMs();
   await rename(tmp, join(sys.inbox, tmpl.feed.filename));
   const r = await poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, previous, timeoutMs, gapMs);
-  return { fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY, t0, served: r?.at ?? Number.NaN, polls: r?.polls ?? 0, etag: v.etag, sha256: v.sha256, generatedAt: v.generatedAt };
+  return {
+    fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
+    t0,
+    served: r?.at ?? Number.NaN,
+    polls: r?.polls ?? 0,
+    etag: v.etag,
+    sha256: v.sha256,
+    generatedAt: v.generatedAt,
+  };
 }
 
 export interface Round {
@@ -84,7 +105,13 @@ export interface Round {
  * first, once `quiet()` is idle); timed until settled. Its CPU is read once the processes are idle
  * again, so compression and manifest writes are counted.
  */
-export async function ingestRound(sys: OddsfilesSystem, templates: readonly DocTemplate[], redis: Redis, quiet: () => number[], timeoutMs = 120_000): Promise<Round> {
+export async function ingestRound(
+  sys: OddsfilesSystem,
+  templates: readonly DocTemplate[],
+  redis: Redis,
+  quiet: () => number[],
+  timeoutMs = 120_000,
+): Promise<Round> {
   const vs = versions(templates);
   const staged = await stage(sys.inbox, vs);
   await quiesce(quiet());

@@ -28,7 +28,13 @@ export type WatcherName = (typeof WATCHERS)[number];
  * reported within `missAfterMs` counts as missed (the service's rescan would find it within
  * ingest.rescan, 5 s); it is claimed all the same.
  */
-export async function watcherStage(which: WatcherName, n: number, tmpl: DocTemplate, pattern: WatchPattern, missAfterMs = 300): Promise<{ latency: number[]; missed: number }> {
+export async function watcherStage(
+  which: WatcherName,
+  n: number,
+  tmpl: DocTemplate,
+  pattern: WatchPattern,
+  missAfterMs = 300,
+): Promise<{ latency: number[]; missed: number }> {
   const dir = await tempDir('watch');
   const away = join(dir, '.away');
   await mkdir(away);

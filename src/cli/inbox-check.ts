@@ -20,9 +20,13 @@ export async function checkInboxWatched(ctx: CliContext): Promise<void> {
   const id = await readInboxMarker(inbox);
   if (id !== undefined && (await inboxWatched(redis, ctx.keys(), id))) return;
   // The same count as `oddsfiles status` (CLIENT LIST); null when Redis refuses to say.
-  const workers = await createQueueCounts(redis, config.redis.prefix).getWorkersCount().catch(() => null);
+  const workers = await createQueueCounts(redis, config.redis.prefix)
+    .getWorkersCount()
+    .catch(() => null);
   if (workers === null) {
-    ctx.io.stderr.write(`warning: cannot tell whether a running worker watches ${inbox} (Redis refused CLIENT LIST); if the workers watch another inbox, the files will not be published\n`);
+    ctx.io.stderr.write(
+      `warning: cannot tell whether a running worker watches ${inbox} (Redis refused CLIENT LIST); if the workers watch another inbox, the files will not be published\n`,
+    );
     return;
   }
   if (workers > 0) throw new InboxMismatchError(inbox);

@@ -16,8 +16,7 @@ function collect(value: string, previous: string[]): string[] {
 
 export function registerKeysCommands(program: Command, ctx: CliContext): void {
   const keys = program.command('keys').description('API keys: create, list, revoke');
-  const keyStore = async (): Promise<KeyStore> =>
-    createKeyStore({ redis: await ctx.redis(), keys: ctx.keys(), plans: ctx.config().plans });
+  const keyStore = async (): Promise<KeyStore> => createKeyStore({ redis: await ctx.redis(), keys: ctx.keys(), plans: ctx.config().plans });
 
   keys
     .command('create')
@@ -47,7 +46,12 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       const plans = ctx.config().plans;
       const records = await (await keyStore()).list();
       if (opts.json) {
-        const out = records.map((r) => ({ ...r, plan_configured: r.plan === null || plans[r.plan] !== undefined, effective_allow: effectiveAllow(r, plans), rate: rateOf(r, plans) }));
+        const out = records.map((r) => ({
+          ...r,
+          plan_configured: r.plan === null || plans[r.plan] !== undefined,
+          effective_allow: effectiveAllow(r, plans),
+          rate: rateOf(r, plans),
+        }));
         ctx.io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
         return;
       }
@@ -55,13 +59,20 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
         ctx.io.stdout.write('no keys; create one with: oddsfiles keys create --name NAME --plan PLAN\n');
         return;
       }
-      ctx.io.stdout.write(formatTable(['ID', 'NAME', 'PLAN', 'ALLOW', 'CREATED', 'REVOKED'], records.map((r) => row(r, plans))));
+      ctx.io.stdout.write(
+        formatTable(
+          ['ID', 'NAME', 'PLAN', 'ALLOW', 'CREATED', 'REVOKED'],
+          records.map((r) => row(r, plans)),
+        ),
+      );
       // A plan taken out of the configuration leaves its keys with their own patterns only (often
       // none: nothing to read). Readers warn once at start; say it here too, where keys are looked at.
       const orphans = records.filter((r) => r.revoked_at === null && r.plan !== null && plans[r.plan] === undefined);
       if (orphans.length > 0) {
         const names = [...new Set(orphans.map((r) => r.plan!))].join(', ');
-        ctx.io.stderr.write(`${orphans.length} active key(s) name a plan that is not configured (${names}): they get their own --allow patterns only, and no rate\n`);
+        ctx.io.stderr.write(
+          `${orphans.length} active key(s) name a plan that is not configured (${names}): they get their own --allow patterns only, and no rate\n`,
+        );
       }
     });
 

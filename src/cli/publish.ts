@@ -53,12 +53,19 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
       await checkInboxWatched(ctx);
       const url = await ctx.redisUrl();
       // Loaded by the command that needs them, not by every process that builds the CLI.
-      const [{ QueueEvents }, { SingleBar, Presets }, { createIngestQueue, enqueueClaim }] = await Promise.all([import('bullmq'), import('cli-progress'), import('../ingest/queue.js')]);
+      const [{ QueueEvents }, { SingleBar, Presets }, { createIngestQueue, enqueueClaim }] = await Promise.all([
+        import('bullmq'),
+        import('cli-progress'),
+        import('../ingest/queue.js'),
+      ]);
       const queue = createIngestQueue(await ctx.redis(), config.redis.prefix);
-      const events = opts.wait ? new QueueEvents(INGEST_QUEUE, { connection: createRedis(url, 'worker', 'oddsfiles-cli-events'), prefix: config.redis.prefix }) : undefined;
-      const bar = files.length >= 10 && (ctx.io.stderr as NodeJS.WriteStream).isTTY
-        ? new SingleBar({ stream: ctx.io.stderr, format: 'publishing [{bar}] {value}/{total} {filename}' }, Presets.shades_classic)
+      const events = opts.wait
+        ? new QueueEvents(INGEST_QUEUE, { connection: createRedis(url, 'worker', 'oddsfiles-cli-events'), prefix: config.redis.prefix })
         : undefined;
+      const bar =
+        files.length >= 10 && (ctx.io.stderr as NodeJS.WriteStream).isTTY
+          ? new SingleBar({ stream: ctx.io.stderr, format: 'publishing [{bar}] {value}/{total} {filename}' }, Presets.shades_classic)
+          : undefined;
       try {
         await events?.waitUntilReady();
         await ensureInbox(config.inboxDir);
@@ -91,8 +98,16 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
           bar?.increment({ filename: basename(file) });
         }
         bar?.stop();
-        if (opts.json) ctx.io.stdout.write(`${JSON.stringify(results.map(({ failed: _failed, ...r }) => r), null, 2)}\n`);
-        else for (const r of results) ctx.io.stdout.write(`${r.file}\t${r.outcome}${r.reason ? `\t${r.reason}: ${r.detail}` : r.detail ? `\t${r.detail}` : ''}\n`);
+        if (opts.json)
+          ctx.io.stdout.write(
+            `${JSON.stringify(
+              results.map(({ failed: _failed, ...r }) => r),
+              null,
+              2,
+            )}\n`,
+          );
+        else
+          for (const r of results) ctx.io.stdout.write(`${r.file}\t${r.outcome}${r.reason ? `\t${r.reason}: ${r.detail}` : r.detail ? `\t${r.detail}` : ''}\n`);
         if (results.some((r) => r.outcome === 'rejected' || r.outcome === 'unknown' || r.failed)) process.exitCode = 1;
       } finally {
         bar?.stop();
@@ -108,7 +123,10 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
  * claim no longer there: an earlier attempt of the job settled it.
  */
 async function settleGone(file: string, claim: string, inboxDir: string): Promise<PublishResult> {
-  const present = await lstat(claim).then(() => true, () => false);
+  const present = await lstat(claim).then(
+    () => true,
+    () => false,
+  );
   if (!present) return { file, outcome: 'gone', detail: 'settled by an earlier attempt of its job' };
   await rm(claim, { force: true });
   return {

@@ -29,7 +29,12 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
         ctx.io.stdout.write('no rejected drops\n');
         return;
       }
-      ctx.io.stdout.write(formatTable(['ID', 'FILENAME', 'REASON', 'RECEIVED', 'DETAIL'], records.map((r) => [r.id, r.filename, r.reason, r.received_at, r.detail])));
+      ctx.io.stdout.write(
+        formatTable(
+          ['ID', 'FILENAME', 'REASON', 'RECEIVED', 'DETAIL'],
+          records.map((r) => [r.id, r.filename, r.reason, r.received_at, r.detail]),
+        ),
+      );
     });
   rejected
     .command('retry')

@@ -6,7 +6,10 @@ import { ROLES, startService, type Role } from '../service.js';
 import type { CliContext } from './context.js';
 
 export function parseRoles(text: string): Role[] {
-  const roles = text.split(',').map((r) => r.trim()).filter(Boolean);
+  const roles = text
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
   const unknown = roles.filter((r) => !(ROLES as readonly string[]).includes(r));
   if (roles.length === 0 || unknown.length > 0) {
     throw new UsageError(`--roles takes a comma-separated list of ${ROLES.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}`);

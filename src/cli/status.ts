@@ -117,7 +117,13 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   }
   rows.sort((a, b) => (a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0));
   if (rows.length === 0) parts.push('no feed in the registry\n');
-  else parts.push(formatTable(['FILENAME', 'BOOKMAKER', 'GENERATED_AT', 'AGE', 'PUBLISHED', 'SIZE', 'STATE'], rows.map((r) => r.cells)));
+  else
+    parts.push(
+      formatTable(
+        ['FILENAME', 'BOOKMAKER', 'GENERATED_AT', 'AGE', 'PUBLISHED', 'SIZE', 'STATE'],
+        rows.map((r) => r.cells),
+      ),
+    );
   parts.push(`\n${feeds.length} published, ${stale} stale, ${missing.length} of the registry's ${registry.filenames.length} never published\n`);
 
   if (rejections.length > 0) {

@@ -123,7 +123,12 @@ export const FileSchema = Type.Object(
           default: 262_144,
           description: 'versions up to this size reach readers in other processes ahead of their announcement; 0: never',
         }),
-        carry_bytes_per_second: Type.Integer({ minimum: 0, maximum: 1_073_741_824, default: 16_777_216, description: 'cap on carried bytes per worker process' }),
+        carry_bytes_per_second: Type.Integer({
+          minimum: 0,
+          maximum: 1_073_741_824,
+          default: 16_777_216,
+          description: 'cap on carried bytes per worker process',
+        }),
         sync_io_max_bytes: Type.Integer({
           minimum: 0,
           maximum: 16_777_216,

@@ -39,7 +39,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
 /** Throws the ConfigError of the first marketplace loaded without its secret (optionalSecrets). */
 export function requireMarketplaceSecrets(config: Config): void {
-  for (const m of config.marketplaces) if (m.secret === undefined) throw m.missingSecret ?? new ConfigError(config.configFile, 'marketplaces', `${m.name}: no secret`);
+  for (const m of config.marketplaces)
+    if (m.secret === undefined) throw m.missingSecret ?? new ConfigError(config.configFile, 'marketplaces', `${m.name}: no secret`);
 }
 
 /** ODDSFILES_CONFIG (which must exist), else ./oddsfiles.yaml when there is one. */

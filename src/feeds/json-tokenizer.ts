@@ -27,9 +27,7 @@ export interface JsonSink {
 export type TopLevel = 'object' | 'an array' | 'string' | 'null' | 'boolean' | 'number';
 
 export type TokenizeResult =
-  | { readonly kind: 'invalid_json'; readonly detail: string }
-  | { readonly kind: 'too_deep' }
-  | { readonly kind: 'value'; readonly top: TopLevel };
+  { readonly kind: 'invalid_json'; readonly detail: string } | { readonly kind: 'too_deep' } | { readonly kind: 'value'; readonly top: TopLevel };
 
 class InvalidJson extends Error {}
 

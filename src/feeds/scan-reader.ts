@@ -4,16 +4,7 @@
  * JSON.parse + ajv (parse-reader.ts).
  */
 import { RejectionError } from '../errors.js';
-import {
-  elided,
-  HEAD_DECODE_LIMIT,
-  HEAD_FIELDS,
-  nestingDepth,
-  notAnObject,
-  schemaFault,
-  tooDeep,
-  type DocumentReader,
-} from './document-reader.js';
+import { elided, HEAD_DECODE_LIMIT, HEAD_FIELDS, nestingDepth, notAnObject, schemaFault, tooDeep, type DocumentReader } from './document-reader.js';
 import { createDocumentScanner, type ByteRange } from './scan.js';
 import type { SchemaPlan } from './schema-plan.js';
 

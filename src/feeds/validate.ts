@@ -87,11 +87,7 @@ export function loadDocumentSchema(): object {
   return JSON.parse(readFileSync(schemaPath('document.schema.json'), 'utf8')) as object;
 }
 
-function validateDocument(
-  { feed, bookmaker, bytes: raw, receivedAt, now }: DocumentCheck,
-  limits: DocumentLimits,
-  read: DocumentReader,
-): ValidDocument {
+function validateDocument({ feed, bookmaker, bytes: raw, receivedAt, now }: DocumentCheck, limits: DocumentLimits, read: DocumentReader): ValidDocument {
   if (raw.length > limits.maxFileBytes) {
     throw new RejectionError('too_large', `${raw.length} bytes; the limit is ${limits.maxFileBytes}`);
   }
@@ -125,7 +121,10 @@ function validateDocument(
     throw new RejectionError('bad_generated_at', `${JSON.stringify(value)} is not an ISO 8601 UTC time such as 2026-11-21T18:30:00Z`);
   }
   if (ms > now.getTime() + limits.futureSkewMs) {
-    throw new RejectionError('future_generated_at', `${value as string} is more than ${limits.futureSkewMs / 1000}s ahead of the server clock (${now.toISOString()})`);
+    throw new RejectionError(
+      'future_generated_at',
+      `${value as string} is more than ${limits.futureSkewMs / 1000}s ahead of the server clock (${now.toISOString()})`,
+    );
   }
   return { bytes, generatedAt: value as string, generatedAtMs: ms, stamped: false };
 }

@@ -45,9 +45,9 @@ export function createEviction(deps: EvictionDeps): Eviction {
       if (!latest) return;
       const doomed = due.filter((d, i) => latest[i] !== undefined && latest[i]!.sha256 !== d.sha256);
       await inBatches(doomed, (d) =>
-        store.delete(objectKey(d.filename, d.sha256)).catch((err: unknown) =>
-          log.warn({ err, filename: d.filename, sha: d.sha256 }, 'could not delete an old version'),
-        ),
+        store
+          .delete(objectKey(d.filename, d.sha256))
+          .catch((err: unknown) => log.warn({ err, filename: d.filename, sha: d.sha256 }, 'could not delete an old version')),
       );
     },
   };

@@ -117,7 +117,11 @@ export async function startInboxRegistration(deps: InboxRegistrationDeps): Promi
     const current = await ensureInboxMarker(deps.inboxDir);
     const now = await redisNow(deps.redis);
     const key = deps.keys.inbox(current);
-    const tx = deps.redis.multi().zadd(key, now + ttlMs, member).zremrangebyscore(key, '-inf', now).pexpire(key, ttlMs);
+    const tx = deps.redis
+      .multi()
+      .zadd(key, now + ttlMs, member)
+      .zremrangebyscore(key, '-inf', now)
+      .pexpire(key, ttlMs);
     // The marker was replaced meanwhile: withdraw from the old id's set.
     if (id !== undefined && id !== current) tx.zrem(deps.keys.inbox(id), member);
     const replies = (await tx.exec()) ?? [];

@@ -151,7 +151,8 @@ export async function readClaim(
   }
   try {
     const st = syncOk ? fstatSync(fd) : await fstatFd(fd);
-    if (!st.isFile()) throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
+    if (!st.isFile())
+      throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
     await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.

@@ -162,7 +162,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         await put;
         t = lap('store', t);
         const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
-        t = lap('commit', t);
+        lap('commit', t);
         carriedTo = await carried;
         outcome = result.outcome;
         if (outcome === 'published') {

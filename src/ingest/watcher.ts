@@ -73,7 +73,10 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
     const path = join(inbox, name);
     if (!syncIo) {
       // Gone or unreadable: nothing to queue (the rescan retries what is there).
-      void lstat(path).then((st) => onStat(name, st), () => undefined);
+      void lstat(path).then(
+        (st) => onStat(name, st),
+        () => undefined,
+      );
       return;
     }
     try {

@@ -52,7 +52,10 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   const schema = loadDocumentSchema();
   const onePass = onePassSupport(schema);
   if (!onePass.ok) {
-    log.warn({ unsupported: onePass.unsupported }, 'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)');
+    log.warn(
+      { unsupported: onePass.unsupported },
+      'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)',
+    );
   }
   const publish = createPublisher({
     config,
@@ -91,7 +94,12 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
           metrics.jobSettled(result, job);
           const next = join(config.inboxDir, result.filename);
           // existsSync: one stat of microseconds, where a hop to the thread pool costs 0.1–0.3 ms.
-          const pending = syncIo ? existsSync(next) : await access(next).then(() => true, () => false);
+          const pending = syncIo
+            ? existsSync(next)
+            : await access(next).then(
+                () => true,
+                () => false,
+              );
           if (pending) await enqueueDrop(queue, result.filename, Date.now()).catch(() => undefined);
         },
       });

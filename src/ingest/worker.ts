@@ -43,7 +43,11 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
       if (!given) deps.log.info(fields, 'drop gone');
       // A claim job's file is claimed before the job is queued: settled by an earlier attempt, or
       // claimed by a command (publish, rejected retry) that ran with another INBOX_DIR.
-      else deps.log.warn({ ...fields, claimId: given, inbox: deps.inboxDir }, `drop gone: the claimed file is not in this worker's inbox ${deps.inboxDir} (settled by an earlier attempt, or claimed in another INBOX_DIR)`);
+      else
+        deps.log.warn(
+          { ...fields, claimId: given, inbox: deps.inboxDir },
+          `drop gone: the claimed file is not in this worker's inbox ${deps.inboxDir} (settled by an earlier attempt, or claimed in another INBOX_DIR)`,
+        );
       return { outcome: 'gone', filename: name };
     }
     const claimMs = Math.round((performance.now() - t0) * 100) / 100;
@@ -108,9 +112,14 @@ class IngestWorker extends Worker<IngestJobData, IngestResult> {
 
   override async close(force = false): Promise<void> {
     await super.close(force);
-    await this.ingest.publish.flush().catch((err: unknown) =>
-      this.ingest.log.warn({ err: { message: (err as Error).message } }, 'could not write the manifest at shutdown; the claims waiting for it are settled on the next start'),
-    );
+    await this.ingest.publish
+      .flush()
+      .catch((err: unknown) =>
+        this.ingest.log.warn(
+          { err: { message: (err as Error).message } },
+          'could not write the manifest at shutdown; the claims waiting for it are settled on the next start',
+        ),
+      );
   }
 }
 
@@ -154,4 +163,3 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
-

@@ -200,17 +200,11 @@ function checkName(raw: string): string {
 }
 
 /** By id first; by name, the key that is not revoked, else the latest revoked one. */
-function findKey(
-  all: Map<string, { json: string; record: KeyRecord }>,
-  idOrName: string,
-): { json: string; record: KeyRecord } | undefined {
+function findKey(all: Map<string, { json: string; record: KeyRecord }>, idOrName: string): { json: string; record: KeyRecord } | undefined {
   const byId = all.get(idOrName);
   if (byId) return byId;
   const named = [...all.values()].filter((v) => v.record.name === idOrName);
-  return (
-    named.find((v) => v.record.revoked_at === null) ??
-    named.sort((a, b) => (b.record.revoked_at ?? '').localeCompare(a.record.revoked_at ?? ''))[0]
-  );
+  return named.find((v) => v.record.revoked_at === null) ?? named.sort((a, b) => (b.record.revoked_at ?? '').localeCompare(a.record.revoked_at ?? ''))[0];
 }
 
 function parseRecord(json: string): KeyRecord | undefined {

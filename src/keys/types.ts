@@ -12,9 +12,7 @@ export interface KeyRecord {
 }
 
 /** Announced on the keys channel after every change, so readers apply it at once. */
-export type KeyChange =
-  | { readonly op: 'create'; readonly id: string }
-  | { readonly op: 'revoke'; readonly id: string; readonly revoked_at: string };
+export type KeyChange = { readonly op: 'create'; readonly id: string } | { readonly op: 'revoke'; readonly id: string; readonly revoked_at: string };
 
 /** Parse one message from the keys channel; undefined for anything malformed. */
 export function parseKeyChange(message: string): KeyChange | undefined {

@@ -92,7 +92,11 @@ function isCrossSite(facts: AdminRequestFacts): boolean {
 /** Decide one request. `token` is config.adminToken. */
 export function checkAdminAccess(token: string | undefined, facts: AdminRequestFacts): AdminDecision {
   if (isCrossSite(facts)) {
-    return { ok: false, reason: 'cross_site', problem: new HttpProblem('admin_cross_site', 'Cross-site requests may not change anything on the admin endpoints.') };
+    return {
+      ok: false,
+      reason: 'cross_site',
+      problem: new HttpProblem('admin_cross_site', 'Cross-site requests may not change anything on the admin endpoints.'),
+    };
   }
   if (token !== undefined) {
     const given = presentedToken(facts.authorization);
@@ -113,7 +117,10 @@ export function checkAdminAccess(token: string | undefined, facts: AdminRequestF
     return {
       ok: false,
       reason: 'not_loopback',
-      problem: new HttpProblem('admin_forbidden', 'Without ADMIN_TOKEN the admin endpoints answer loopback requests (http://127.0.0.1 or http://localhost) only; set ADMIN_TOKEN to reach them from elsewhere.'),
+      problem: new HttpProblem(
+        'admin_forbidden',
+        'Without ADMIN_TOKEN the admin endpoints answer loopback requests (http://127.0.0.1 or http://localhost) only; set ADMIN_TOKEN to reach them from elsewhere.',
+      ),
     };
   }
   return { ok: true };
@@ -148,7 +155,10 @@ export function adminGuard(options: AdminGuardOptions) {
     });
     if (decision.ok) return undefined;
     options.onDenied?.(decision.reason, request);
-    request.log.warn({ reqId: request.id, method: request.method, route: request.routeOptions.url, ip: request.ip, reason: decision.reason }, 'admin access refused');
+    request.log.warn(
+      { reqId: request.id, method: request.method, route: request.routeOptions.url, ip: request.ip, reason: decision.reason },
+      'admin access refused',
+    );
     const { problem } = decision;
     reply.code(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).header('cache-control', 'no-store');
     if (problem.status === 401) reply.header('www-authenticate', challenges(decision.reason));

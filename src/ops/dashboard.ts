@@ -110,7 +110,10 @@ async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
   const board = fastify({ logger: false });
   board.setNotFoundHandler((_request, reply) => reply.code(404).header(INNER_OUTCOME, 'not-found').send());
   board.setErrorHandler((err: { statusCode?: number; message: string }, _request, reply) =>
-    reply.code(err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500).header(INNER_OUTCOME, 'error').send(err.message),
+    reply
+      .code(err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500)
+      .header(INNER_OUTCOME, 'error')
+      .send(err.message),
   );
   await board.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
   await board.ready();

@@ -318,7 +318,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       drops.inc({ outcome: result.outcome });
       if (result.outcome === 'rejected') rejections.inc({ reason: safeLabel(result.reason ?? 'unknown') });
       if (Number.isFinite(durationMs)) jobDuration.observe({ outcome: result.outcome }, Math.max(0, durationMs) / 1000);
-      if (result.outcome === 'published' && Number.isFinite(lagMs)) publishLag.observe({ kind: feedKindOf(result.filename) ?? 'unknown' }, Math.max(0, lagMs) / 1000);
+      if (result.outcome === 'published' && Number.isFinite(lagMs))
+        publishLag.observe({ kind: feedKindOf(result.filename) ?? 'unknown' }, Math.max(0, lagMs) / 1000);
     },
     jobSettled(result, job) {
       const t = Date.now();

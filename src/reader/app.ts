@@ -32,7 +32,16 @@ import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
 import { createEdgeReport, type ResponseObserver } from './edge-report.js';
-import { attachEdgeHandlers, clientErrorHandler, errorHandler, frameworkErrorHandler, notFoundHandler, refuseOtherMethods, requireHost, sendFlat } from './problem.js';
+import {
+  attachEdgeHandlers,
+  clientErrorHandler,
+  errorHandler,
+  frameworkErrorHandler,
+  notFoundHandler,
+  refuseOtherMethods,
+  requireHost,
+  sendFlat,
+} from './problem.js';
 import type { RateLimitCheck } from './rate-limit.js';
 import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
@@ -212,9 +221,17 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   // not-found handler was): another method on an API path is refused before its body is read.
   app.addHook('onRequest', refuseOtherMethods);
 
-  app.get(FILES_PATH, { schema: FILES_ROUTE_SCHEMA }, viaFastify(v1, () => undefined));
+  app.get(
+    FILES_PATH,
+    { schema: FILES_ROUTE_SCHEMA },
+    viaFastify(v1, () => undefined),
+  );
   // A wildcard, so that every name (even one with `/` or `..`) goes through the checks in order.
-  app.get<{ Params: { '*': string } }>(DATA_ROUTE, { schema: DATA_ROUTE_SCHEMA }, viaFastify(v1, (request) => (request.params as { '*': string })['*']));
+  app.get<{ Params: { '*': string } }>(
+    DATA_ROUTE,
+    { schema: DATA_ROUTE_SCHEMA },
+    viaFastify(v1, (request) => (request.params as { '*': string })['*']),
+  );
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));

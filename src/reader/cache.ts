@@ -132,7 +132,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       if (!closed) {
         const t = setTimeout(() => {
           timers.delete(t);
-          consider(entry, seq);
+          void consider(entry, seq); // load() never rejects: failures are retried here
         }, delay);
         t.unref();
         timers.add(t);
@@ -191,7 +191,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       }
       const bytes = carried.take(change.entry);
       if (bytes) offer(change.entry, change.seq, bytes);
-      else consider(change.entry, change.seq);
+      else void consider(change.entry, change.seq);
     },
     carried(message) {
       if (!closed) carried.put(message);

@@ -54,7 +54,18 @@ export function dataAnswer(version: Version, variant: Variant, headers: Incoming
   if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
     return { status: 304, headers: ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding'] };
   }
-  const out = ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding', 'content-type', 'application/json'];
+  const out = [
+    'etag',
+    variant.etag,
+    'last-modified',
+    version.lastModified,
+    'cache-control',
+    CACHE_CONTROL,
+    'vary',
+    'Accept-Encoding',
+    'content-type',
+    'application/json',
+  ];
   if (variant.coding !== 'identity') out.push('content-encoding', variant.coding);
   return { status: 200, headers: out, body: variant.body };
 }

@@ -252,7 +252,9 @@ export async function registerReaderLimits(app: FastifyInstance, deps: ReaderLim
   };
   if (subscriber) {
     subscriber.on('messageBuffer', onMessage);
-    subscriber.subscribe(channel).catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'cannot subscribe to lockout announcements; lockouts stay per reader'));
+    subscriber
+      .subscribe(channel)
+      .catch((err: unknown) => log.warn({ err: { message: (err as Error).message } }, 'cannot subscribe to lockout announcements; lockouts stay per reader'));
     app.addHook('onClose', async () => {
       subscriber.off('messageBuffer', onMessage);
       if (subscriber.status === 'ready') await subscriber.unsubscribe(channel).catch(() => undefined);

@@ -59,9 +59,12 @@ const problem = (description: string, headers: Record<string, unknown> = {}) => 
  * What any other method than GET and HEAD gets on a /v1 path: refused before its body is read and
  * before the key is looked at. Listed with GET and HEAD, as the methods themselves are not operations.
  */
-const METHOD_NOT_ALLOWED = problem('Not an answer to GET or HEAD: any other method on this path (POST, PUT, DELETE...) gets 405, whatever its body and its key.', {
-  Allow: { type: 'string', description: 'The methods of this path: `GET, HEAD`.' },
-});
+const METHOD_NOT_ALLOWED = problem(
+  'Not an answer to GET or HEAD: any other method on this path (POST, PUT, DELETE...) gets 405, whatever its body and its key.',
+  {
+    Allow: { type: 'string', description: 'The methods of this path: `GET, HEAD`.' },
+  },
+);
 
 /** Statuses every /v1 operation may answer with besides its own. */
 const COMMON_PROBLEMS = {
@@ -69,7 +72,7 @@ const COMMON_PROBLEMS = {
   401: problem('No X-API-Key, an unknown or revoked key, or a wrong marketplace proxy secret.', {
     'WWW-Authenticate': { type: 'string', description: 'ApiKey header="X-API-Key"' },
   }),
-  429: problem('Over your plan\'s rate (RateLimit headers say which), or too many failed authentications from your address.', {
+  429: problem("Over your plan's rate (RateLimit headers say which), or too many failed authentications from your address.", {
     ...RATE_HEADERS,
     'Retry-After': RETRY_AFTER,
   }),
@@ -192,7 +195,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       ],
       components: {
         securitySchemes: {
-          ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Your API key (odf_…). Marketplace traffic is authenticated by the marketplace instead.' },
+          ApiKeyAuth: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-API-Key',
+            description: 'Your API key (odf_…). Marketplace traffic is authenticated by the marketplace instead.',
+          },
         },
       },
       security: [{ ApiKeyAuth: [] }],

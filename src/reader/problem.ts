@@ -82,7 +82,15 @@ export function frameworkErrorHandler(report: EdgeReport, clientIp: (req: Incomi
       reported = true;
       res.off('finish', onFinish);
       res.off('error', done);
-      report({ reqId: request.id, method: request.method, url: request.url, status: res.statusCode, ms: performance.now() - start, ip: clientIp(request.raw), err: error });
+      report({
+        reqId: request.id,
+        method: request.method,
+        url: request.url,
+        status: res.statusCode,
+        ms: performance.now() - start,
+        ip: clientIp(request.raw),
+        err: error,
+      });
     };
     const onFinish = () => done();
     res.once('finish', onFinish);
@@ -160,7 +168,13 @@ export function clientErrorHandler(report?: EdgeReport) {
   return function onClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
     let code: HttpProblemCode =
-      err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_URI_TOO_LONG' ? 'uri_too_long' : 'bad_request';
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'headers_too_large'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'request_timeout'
+          : err.code === 'HPE_URI_TOO_LONG'
+            ? 'uri_too_long'
+            : 'bad_request';
     if (code === 'headers_too_large' && err.rawPacket && requestLineOverflows(err.rawPacket)) code = 'uri_too_long';
     const problem = new HttpProblem(code, code === 'bad_request' ? 'The request could not be parsed as HTTP.' : HTTP_PROBLEMS[code].title);
     if (!writeRawProblem(socket, problem)) return;
@@ -216,7 +230,8 @@ export function attachEdgeHandlers(server: object, limits: ServerLimits, report?
     report?.({ method: req.method, url: req.url, status, ms: undefined, ip: clientIp ? clientIp(req) : req.socket.remoteAddress });
   s.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => undefined);
-    if (writeRawProblem(socket, new HttpProblem('method_not_allowed', 'Only GET and HEAD are allowed here, not CONNECT.'), `Allow: ${ALLOWED_METHODS}\r\n`)) answered(req, 405);
+    if (writeRawProblem(socket, new HttpProblem('method_not_allowed', 'Only GET and HEAD are allowed here, not CONNECT.'), `Allow: ${ALLOWED_METHODS}\r\n`))
+      answered(req, 405);
   });
   s.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => undefined);

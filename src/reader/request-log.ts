@@ -38,7 +38,15 @@ export function minLoggedStatus(mode: RequestLogMode = 'all'): number {
  * edge: edge-report.ts). What the edge cannot know (the method and URL of a request Node could not
  * parse, the time of a request it never saw begin) is left out of the line.
  */
-export function requestLine(reqId: string, method: string | undefined, url: string | undefined, status: number, elapsedMs: number | undefined, keyId: string | undefined, ip: string | undefined) {
+export function requestLine(
+  reqId: string,
+  method: string | undefined,
+  url: string | undefined,
+  status: number,
+  elapsedMs: number | undefined,
+  keyId: string | undefined,
+  ip: string | undefined,
+) {
   return {
     reqId,
     method,

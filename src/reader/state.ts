@@ -129,10 +129,7 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
   };
 
   // Subscribe before the first read, so no announcement falls between the two.
-  await Promise.all([
-    withTimeout(subscribed, 2000, 'subscribing').catch(() => undefined),
-    redis.status === 'ready' ? undefined : waitForReady(redis, 2000),
-  ]);
+  await Promise.all([withTimeout(subscribed, 2000, 'subscribing').catch(() => undefined), redis.status === 'ready' ? undefined : waitForReady(redis, 2000)]);
   await attempt(FIRST_RETRY_MS);
 
   const interval = setInterval(() => void refresh(), Math.max(1000, config.reader.refreshMs));

@@ -104,7 +104,9 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
           return refuse(req, BAD_SECRET);
         case 'no_user':
           onAuthFailed?.('marketplace_user');
-          return problemReply(new HttpProblem('unauthorized', `The marketplace request names no subscriber (the ${m.userHeader} header is missing).`, CHALLENGE));
+          return problemReply(
+            new HttpProblem('unauthorized', `The marketplace request names no subscriber (the ${m.userHeader} header is missing).`, CHALLENGE),
+          );
         case 'unmapped_plan':
           return problemReply(new HttpProblem('forbidden', 'This marketplace subscription plan gives no access to this API.'));
         case 'none':

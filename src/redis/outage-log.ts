@@ -48,7 +48,8 @@ export function isRedisConnectionError(err: unknown): boolean {
 /** What an error looks like in a log line: an Error as is (pino keeps type, message, code, stack). */
 export function loggableError(err: unknown): Error {
   if (err instanceof Error) return err;
-  const message = typeof err === 'object' && err && typeof (err as { message?: unknown }).message === 'string' ? (err as { message: string }).message : String(err);
+  const message =
+    typeof err === 'object' && err && typeof (err as { message?: unknown }).message === 'string' ? (err as { message: string }).message : String(err);
   return Object.assign(new Error(message), typeof err === 'object' && err ? { code: (err as { code?: unknown }).code } : {});
 }
 

@@ -32,7 +32,10 @@ export async function resolveRedis(
 
   const dir = join(config.dataDir, 'redis');
   const urlFile = join(dir, 'redis.url');
-  const recorded = await readFile(urlFile, 'utf8').then((s) => s.trim(), () => undefined);
+  const recorded = await readFile(urlFile, 'utf8').then(
+    (s) => s.trim(),
+    () => undefined,
+  );
   if (recorded && (await redisAnswers(recorded))) return { url: recorded, privateServer: undefined };
 
   if (!options.startPrivate) {
@@ -40,15 +43,28 @@ export async function resolveRedis(
   }
   const binary = findOnPath('redis-server');
   if (!binary) {
-    throw new RedisUnavailableError(
-      `Redis does not answer at ${url} and no redis-server is on the PATH to start a private one. ${HOW_TO_GET_REDIS}`,
-    );
+    throw new RedisUnavailableError(`Redis does not answer at ${url} and no redis-server is on the PATH to start a private one. ${HOW_TO_GET_REDIS}`);
   }
   await mkdir(dir, { recursive: true });
   const port = await freePort();
   const child = spawn(
     binary,
-    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', '', '--maxmemory-policy', 'noeviction', '--protected-mode', 'yes'],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--appendonly',
+      'yes',
+      '--save',
+      '',
+      '--maxmemory-policy',
+      'noeviction',
+      '--protected-mode',
+      'yes',
+    ],
     { stdio: 'ignore' },
   );
   const privateUrl = `redis://127.0.0.1:${port}`;

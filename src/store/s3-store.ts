@@ -125,9 +125,7 @@ export function createS3Store(url: string, s3: Config['s3']): Store {
       try {
         let ContinuationToken: string | undefined;
         do {
-          const res = await client.send(
-            new ListObjectsV2Command({ Bucket: bucket, Prefix: `${base}${listPrefix}`, ContinuationToken }),
-          );
+          const res = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${base}${listPrefix}`, ContinuationToken }));
           for (const o of res.Contents ?? []) {
             if (o.Key?.startsWith(base) && o.Key.length > base.length) keys.push(o.Key.slice(base.length));
           }
@@ -155,7 +153,10 @@ export function createS3Store(url: string, s3: Config['s3']): Store {
 function parseS3Url(url: string): { bucket: string; prefix: string } {
   const m = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(url);
   if (!m) throw new TypeError(`not an s3://bucket/prefix URL: ${JSON.stringify(url)}`);
-  const prefix = (m[2] ?? '').split('/').filter((s) => s !== '').join('/');
+  const prefix = (m[2] ?? '')
+    .split('/')
+    .filter((s) => s !== '')
+    .join('/');
   return { bucket: m[1]!, prefix };
 }
 
@@ -172,7 +173,12 @@ function sha256(bytes: Uint8Array): string {
  */
 function toStoreError(err: unknown, what: string, key?: string): Error {
   if (err instanceof OddsfilesError) return err;
-  const e = (err ?? {}) as Partial<Error> & { Code?: string; code?: string; $fault?: string; $metadata?: { httpStatusCode?: number; requestId?: string; attempts?: number } };
+  const e = (err ?? {}) as Partial<Error> & {
+    Code?: string;
+    code?: string;
+    $fault?: string;
+    $metadata?: { httpStatusCode?: number; requestId?: string; attempts?: number };
+  };
   const name = e.name ?? 'Error';
   const status = e.$metadata?.httpStatusCode;
   const missingObject = name === 'NoSuchKey' || (name === 'NotFound' && status === 404);
@@ -189,8 +195,6 @@ function toStoreError(err: unknown, what: string, key?: string): Error {
     copy.stack = e.stack;
     cause = copy;
   }
-  const detail =
-    `${name}${code && code !== name ? ` (${code})` : ''}${status ? ` HTTP ${status}` : ''}` +
-    `${e.message ? `: ${e.message}` : ''}`;
+  const detail = `${name}${code && code !== name ? ` (${code})` : ''}${status ? ` HTTP ${status}` : ''}` + `${e.message ? `: ${e.message}` : ''}`;
   return new StoreUnavailableError(`store ${what}: ${detail}`, { cause });
 }

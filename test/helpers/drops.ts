@@ -13,10 +13,7 @@ export async function drop(inbox: string, name: string, bytes: Buffer | string):
 export async function pendingDrops(inbox: string): Promise<string[]> {
   const top = await readdir(inbox).catch(() => [] as string[]);
   const processing = await readdir(join(inbox, '.processing')).catch(() => [] as string[]);
-  return [
-    ...top.filter((n) => !n.startsWith('.')),
-    ...processing.filter((n) => !n.startsWith('.')).map((n) => `.processing/${n}`),
-  ];
+  return [...top.filter((n) => !n.startsWith('.')), ...processing.filter((n) => !n.startsWith('.')).map((n) => `.processing/${n}`)];
 }
 
 /** A small valid document for one feed with a given generated_at. */

@@ -59,14 +59,37 @@ export async function startPrivateRedis(dir: string): Promise<PrivateRedis> {
   const url = `redis://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   const launch = async () => {
-    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--maxmemory-policy', 'noeviction'], {
-      stdio: 'ignore',
-    });
+    const c = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+        '--maxmemory-policy',
+        'noeviction',
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
     child = c;
-    await waitFor(async () => {
-      if (c.exitCode !== null) throw new Error(`redis-server exited with ${c.exitCode}`);
-      return pingOnce(url);
-    }, 10_000, 'the private redis-server');
+    await waitFor(
+      async () => {
+        if (c.exitCode !== null) throw new Error(`redis-server exited with ${c.exitCode}`);
+        return pingOnce(url);
+      },
+      10_000,
+      'the private redis-server',
+    );
   };
   await launch();
   return {
@@ -291,7 +314,15 @@ export interface Poller {
  * Downloads `names` continuously from the reader at `url()` (a function: the URL may change) with
  * `key`, and checks each response against `book`. Several loops at once, each pausing `pauseMs`.
  */
-export function startPoller(opts: { url: () => string; key: string; names: readonly string[]; book: VersionBook; loops?: number; pauseMs?: number; label?: string }): Poller {
+export function startPoller(opts: {
+  url: () => string;
+  key: string;
+  names: readonly string[];
+  book: VersionBook;
+  loops?: number;
+  pauseMs?: number;
+  label?: string;
+}): Poller {
   const report: PollerReport = { requests: 0, ok: 0, statuses: {}, connectionErrors: 0, violations: [], served: new Map() };
   const label = opts.label ?? 'poller';
   /**

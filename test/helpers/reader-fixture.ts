@@ -127,9 +127,26 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
       const client = connect('client', url);
       const subscriber = connect('subscriber', url);
       const readerStore = options.store ?? store;
-      const state = await createReaderState({ config, redis: client, subscriber, store: readerStore, catalog: createCatalog(client, keys), log, registry, carried: options.carried ?? true });
+      const state = await createReaderState({
+        config,
+        redis: client,
+        subscriber,
+        store: readerStore,
+        catalog: createCatalog(client, keys),
+        log,
+        registry,
+        carried: options.carried ?? true,
+      });
       const appConfig: Config = options.reader ? { ...config, reader: { ...config.reader, ...options.reader } } : config;
-      const app = await buildReaderApp({ config: appConfig, redis: client, store: readerStore, log, state, rateLimit: options.rateLimit, register: options.register });
+      const app = await buildReaderApp({
+        config: appConfig,
+        redis: client,
+        store: readerStore,
+        log,
+        state,
+        rateLimit: options.rateLimit,
+        register: options.register,
+      });
       const instance: ReaderInstance = {
         app,
         state,
@@ -184,7 +201,16 @@ export function oddsDocument(bookmaker: string, sport: string, bytes = 2000, see
       name: `Team ${i % 17} vs Team ${(i * 7) % 19}`,
       starts_at: new Date(Date.UTC(2030, 0, 1, i % 24)).toISOString(),
       league: `League ${i % 5}`,
-      markets: [{ market: '1X2', selections: [{ name: '1', odds: 1.5 + (i % 10) / 10 }, { name: 'X', odds: 3.1 + (seed % 7) / 10 }, { name: '2', odds: 4.2 }] }],
+      markets: [
+        {
+          market: '1X2',
+          selections: [
+            { name: '1', odds: 1.5 + (i % 10) / 10 },
+            { name: 'X', odds: 3.1 + (seed % 7) / 10 },
+            { name: '2', odds: 4.2 },
+          ],
+        },
+      ],
     };
     events.push(e);
     size += JSON.stringify(e).length + 1;

@@ -81,21 +81,18 @@ export async function startTrapProxy(upstream: string): Promise<TrapProxy> {
         hold(res, { method, path });
         return;
       }
-      const up = httpRequest(
-        { host: target.hostname, port: target.port, method, path, headers: req.headers },
-        (upRes) => {
-          void (async () => {
-            const answer = await readBody(upRes);
-            log.push(`${method} ${path} ${upRes.statusCode}`);
-            if (matches && trap) {
-              hold(res, { method, path, upstreamStatus: upRes.statusCode });
-              return;
-            }
-            res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-            res.end(answer);
-          })().catch(() => res.destroy());
-        },
-      );
+      const up = httpRequest({ host: target.hostname, port: target.port, method, path, headers: req.headers }, (upRes) => {
+        void (async () => {
+          const answer = await readBody(upRes);
+          log.push(`${method} ${path} ${upRes.statusCode}`);
+          if (matches && trap) {
+            hold(res, { method, path, upstreamStatus: upRes.statusCode });
+            return;
+          }
+          res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+          res.end(answer);
+        })().catch(() => res.destroy());
+      });
       up.on('error', () => res.destroy());
       up.end(body);
     })().catch(() => res.destroy());

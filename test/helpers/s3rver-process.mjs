@@ -39,9 +39,11 @@ function patchAtomicWrites(s3rver) {
     const id = `${bucketName}/${key}`;
     const run = (locks.get(id) ?? Promise.resolve()).catch(() => undefined).then(fn);
     locks.set(id, run);
-    void run.catch(() => undefined).then(() => {
-      if (locks.get(id) === run) locks.delete(id);
-    });
+    void run
+      .catch(() => undefined)
+      .then(() => {
+        if (locks.get(id) === run) locks.delete(id);
+      });
     return run;
   };
   const getObject = store.getObject.bind(store);

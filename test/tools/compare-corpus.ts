@@ -17,13 +17,7 @@ import { loadConfig } from '../../src/config.js';
 import { RejectionError } from '../../src/errors.js';
 import { buildRegistry, parseFilename } from '../../src/feeds/registry.js';
 import { createDocumentValidator } from '../../src/feeds/validate.js';
-import {
-  DEFAULT_GENERATED_AT,
-  casePath,
-  expectedManifest,
-  generateCorpus,
-  type FixtureCase,
-} from '../fixtures/corpus.js';
+import { DEFAULT_GENERATED_AT, casePath, expectedManifest, generateCorpus, type FixtureCase } from '../fixtures/corpus.js';
 
 const corpusDir = process.argv[2];
 if (!corpusDir) {
