@@ -4,7 +4,7 @@
  * status and the problem-type title used in `application/problem+json` bodies (RFC 9457).
  */
 
-/** Why a drop was not published (CONTRACT §3). These strings are part of the contract. */
+/** Why a drop was not published. These strings are part of the API: publishers and tools switch on them. */
 export const REJECTION_REASONS = [
   'unknown_filename',
   'empty',
@@ -145,7 +145,7 @@ export class HttpProblem extends OddsfilesError {
   }
 }
 
-/** Exit codes of the command line (CONTRACT §6). */
+/** Exit codes of the command line: 0 success, 1 failure, 2 bad usage. */
 export function exitCodeFor(err: unknown): number {
   return err instanceof UsageError ? 2 : 1;
 }

@@ -1,5 +1,5 @@
 /**
- * Document checks (CONTRACT §3) over every generated corpus case, plus the limits and the
+ * Document checks over every generated corpus case, plus the limits and the
  * generated_at rules; and the fixture generator itself.
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';

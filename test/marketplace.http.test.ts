@@ -1,5 +1,5 @@
 /**
- * Marketplace traffic over real HTTP against `oddsfiles start` (CONTRACT §5): the proxy secret
+ * Marketplace traffic over real HTTP against `oddsfiles start`: the proxy secret
  * authenticates the subscriber named by the user header on the plan mapped from the
  * subscription header (X-API-Key is not looked up); a wrong secret is 401 (and counts as a failed
  * authentication of the address); no subscriber is 401; an unmapped plan is 403; rate limits

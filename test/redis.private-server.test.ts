@@ -1,5 +1,5 @@
 /**
- * CONTRACT §1: with REDIS_URL unset and nothing answering at the default address, `start` runs a
+ * with REDIS_URL unset and nothing answering at the default address, `start` runs a
  * private redis-server under DATA_DIR/redis (append-only) and stops it on exit; other commands
  * find it through DATA_DIR/redis/redis.url; without it they say how to get Redis.
  */

@@ -1,5 +1,5 @@
 /**
- * `oddsfiles keys create|list|revoke` (CONTRACT §6). `create` prints the new key alone on stdout
+ * `oddsfiles keys create|list|revoke`. `create` prints the new key alone on stdout
  * (it is shown once, only its hash is stored); notes go to stderr. `list` never shows keys.
  */
 import type { Command } from 'commander';

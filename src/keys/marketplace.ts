@@ -1,5 +1,5 @@
 /**
- * Marketplace traffic (CONTRACT §5): a marketplace such as RapidAPI proxies its subscribers'
+ * Marketplace traffic: a marketplace such as RapidAPI proxies its subscribers'
  * requests and adds its proxy secret, the subscriber and the subscription plan as headers. A
  * request whose secret header matches (compared in constant time) is authenticated as that
  * subscriber on the mapped plan; its X-API-Key is the marketplace's business and is not looked

@@ -1,5 +1,5 @@
 /**
- * Allow-list patterns (CONTRACT §5): `*` matches any run of characters, everything else matches
+ * Allow-list patterns: `*` matches any run of characters, everything else matches
  * itself. Filenames have no `/`, so no glob library is needed: a pattern compiles to an anchored
  * regular expression with every other character escaped.
  */

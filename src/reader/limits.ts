@@ -1,5 +1,5 @@
 /**
- * Rate limits kept in Redis, so they hold across every reader process (CONTRACT §4). The reader
+ * Rate limits kept in Redis, so they hold across every reader process. The reader
  * calls the limiters from its own hooks so that the order of checks stays 401 → 429 → 404 → 403,
  * and writes the headers itself.
  *

@@ -1,5 +1,5 @@
 /**
- * CONTRACT §1: when REDIS_URL is unset and nothing answers at the default, `oddsfiles start`
+ * when REDIS_URL is unset and nothing answers at the default, `oddsfiles start`
  * runs a private redis-server with its data under DATA_DIR/redis (append-only) and stops it on
  * exit. Its address is written to DATA_DIR/redis/redis.url so other commands (status, keys)
  * find it while it runs.
