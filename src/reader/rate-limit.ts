@@ -1,7 +1,7 @@
 /**
  * The plan rate as the v1 handler sees it: a check that counts one request of a principal and
  * decides whether it may go on, after authentication (401) and before the filename is looked at
- * (404, 403). The plan limits kept in Redis (limits.ts) in production, anything in tests.
+ * (404, 403). The plan limits kept in Redis (plan-limit.ts) in production, anything in tests.
  */
 import type { Principal } from '../keys/ring.js';
 

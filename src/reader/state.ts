@@ -67,7 +67,7 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
   const catalogChannel = Buffer.from(keys.catalogChannel);
   const bytesChannel = Buffer.from(keys.catalogBytesChannel);
   const apiKeysChannel = Buffer.from(keys.apiKeysChannel);
-  // Buffers, not strings: a carried version is never decoded (limits.ts listens the same way).
+  // Buffers, not strings: a carried version is never decoded (auth-failures.ts listens the same way).
   const onMessage = (channel: Buffer, message: Buffer) => {
     if (channel.equals(bytesChannel)) published.carried(message);
     else if (channel.equals(catalogChannel)) published.handleMessage(message.toString());
