@@ -95,7 +95,7 @@ async function main(): Promise<void> {
   const fastifyOnly = await writeConfig(sys.dataDir, { reader: { hot_path: false } });
   const variants: Server[] = [];
   const variantSpecs: [string, Record<string, string>, string | undefined][] = [
-    ['reader, `hot_path: false` (every /v1 request through Fastify\'s routes)', { ODDSFILES_CONFIG: fastifyOnly }, undefined],
+    ["reader, `hot_path: false` (every /v1 request through Fastify's routes)", { ODDSFILES_CONFIG: fastifyOnly }, undefined],
     ['reader, `request_log: errors` (no log line for a 200)', { ODDSFILES_CONFIG: errorsOnly }, undefined],
     ['reader, `request_log: errors`, plan without rate (no limit to count)', { ODDSFILES_CONFIG: errorsOnlyNoRate }, undefined],
   ];
