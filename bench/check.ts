@@ -34,7 +34,7 @@ const args = benchArgs('The document check: speed against JSON.parse and JSON.pa
   rounds: { type: 'number', default: 7, quick: 2, description: 'interleaved rounds of the speed part' },
   spaced: { type: 'number', default: 60, quick: 12, description: 'drops checked one at a time per checker in the quiet-spell part' },
   'gap-ms': { type: 'number', default: 150, quick: 20, description: 'pause between two drops of the quiet-spell part, ms' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 const KB = args.kb;
 const ROUNDS = args.rounds;

@@ -60,7 +60,7 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
   'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
   'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 const DROPS = args.drops;
 const BLOCK = args.block;

@@ -28,7 +28,7 @@ import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/stats.js';
 
 const args = benchArgs('Growth: freshness and throughput by file size and by number of feeds.', {
   only: { type: 'string', choices: ['size', 'feeds'], description: 'measure one of the two curves (default: both)' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 const only = args.only;
 const QUICK = args.quick;

@@ -37,7 +37,7 @@ const args = benchArgs('Ingest throughput: drops settled per second, against a r
   },
   baseline: { type: 'string', description: 'a checkout of another build (DIR/dist/workers/oddsfiles.js): each variant runs from it too; no doc written' },
   profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 const ROUNDS = args.rounds;
 const KB = args.kb;

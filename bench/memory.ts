@@ -39,7 +39,7 @@ const args = benchArgs("Memory: the reader's RSS against its budget, and what on
   'settle-s': { type: 'number', default: 15, quick: 1, description: 'seconds between the idle and the settled RSS reading' },
   'busy-s': { type: 'number', default: 5, quick: 1, description: 'seconds of GET /v1/files load before the busy RSS reading (0: none)' },
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. MALLOC_ARENA_MAX=2, as the Docker image sets)' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 const BIG_MB = args['big-mb'];
 const WRITE_DOC = !args['no-doc'] && !args.quick;

@@ -33,7 +33,7 @@ const args = benchArgs('Reader vs nginx: requests per second and CPU per request
   rounds: { type: 'number', default: 3, quick: 1, description: 'measured rounds per scenario and server' },
   duration: { type: 'number', default: 4, quick: 1, description: 'seconds of load per round' },
   connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
-  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/BENCHMARKS.md as it is' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
   baseline: { type: 'string', description: "another build's dist/workers/oddsfiles.js, run as one more reader on the same data (a before/after in one run)" },
 });
 const ROUNDS = args.rounds;

@@ -1,36 +1,29 @@
-/** The reports: markdown tables, and each bench's generated block of docs/BENCHMARKS.md. */
-import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+/**
+ * The reports: markdown tables, and each bench's full report in docs/benchmarks/NAME.md (one file
+ * per bench, replaced on every run: the history is in git). docs/BENCHMARKS.md holds only the
+ * summary against the targets, written by hand from these.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ROOT } from '../../test/helpers/service.js';
 import { log } from './run.js';
 
-export const DOC_PATH = join(ROOT, 'docs/BENCHMARKS.md');
+export const REPORT_DIR = join(ROOT, 'docs/benchmarks');
 
-/**
- * Replace the generated block of section `name` (between `<!-- bench:NAME -->` and
- * `<!-- /bench:NAME -->`), or append it at the end; the prose around the markers is kept.
- */
-export async function writeDocSection(name: string, markdown: string): Promise<void> {
-  const start = `<!-- bench:${name} -->`;
-  const end = `<!-- /bench:${name} -->`;
-  const block = `${start}\n${markdown.trim()}\n${end}`;
-  let doc = existsSync(DOC_PATH) ? await readFile(DOC_PATH, 'utf8') : '# Benchmarks\n';
-  const i = doc.indexOf(start);
-  const j = doc.indexOf(end);
-  if (i >= 0 && j > i) doc = doc.slice(0, i) + block + doc.slice(j + end.length);
-  else doc = `${doc.trimEnd()}\n\n${block}\n`;
-  await writeFile(DOC_PATH, doc);
-  log(`wrote the "${name}" results into ${DOC_PATH}`);
+/** Write the full report of bench `name` to docs/benchmarks/NAME.md. */
+export async function writeReport(name: string, markdown: string): Promise<void> {
+  await mkdir(REPORT_DIR, { recursive: true });
+  const path = join(REPORT_DIR, `${name}.md`);
+  await writeFile(path, `# Benchmark: ${name}\n\nWritten by \`bench/\`; see [BENCHMARKS.md](../BENCHMARKS.md) for how to run it and the targets.\n\n${markdown.trim()}\n`);
+  log(`wrote the "${name}" report to ${path}`);
 }
 
-/** Print the report, and write it into docs/BENCHMARKS.md unless asked not to. */
+/** Print the report, and write it to docs/benchmarks/ unless asked not to. */
 export async function publishReport(name: string, markdown: string, writeDoc: boolean): Promise<void> {
   process.stdout.write(`\n${markdown}\n`);
-  if (writeDoc) await writeDocSection(name, markdown);
-  else log(`docs/BENCHMARKS.md left as it is (--no-doc or --quick)`);
+  if (writeDoc) await writeReport(name, markdown);
+  else log('docs/benchmarks/ left as it is (--no-doc or --quick)');
 }
-
 export function table(header: readonly string[], rows: readonly (readonly string[])[], align?: readonly ('l' | 'r')[]): string {
   const a = align ?? header.map((_, i) => (i === 0 ? 'l' : 'r'));
   return [`| ${header.join(' | ')} |`, `|${a.map((x) => (x === 'l' ? '---' : '---:')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');

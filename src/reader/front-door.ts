@@ -44,8 +44,7 @@ export function createFrontDoor(deps: FrontDoorDeps): FrontDoor {
   let answered = 0;
 
   const send = (req: IncomingMessage, res: ServerResponse, route: string, start: number, r: V1Reply): void => {
-    const headers = r.body === undefined ? r.headers : r.headers.concat('content-length', String(r.body.length));
-    res.writeHead(r.status, headers as string[]);
+    res.writeHead(r.status, r.headers as string[]);
     res.end(r.body);
     const ms = performance.now() - start;
     const method = req.method!;

@@ -12,7 +12,7 @@ import { HTTP_PROBLEMS, HttpProblem, type HttpProblemCode } from '../errors.js';
 import { PROBLEM_CONTENT_TYPE, problemBody, problemHeaders, problemPayload } from '../problem-json.js';
 import { requestLineOf, type EdgeReport } from './edge-report.js';
 
-/** Send `status`, `headers` (a flat list) and `body` through Fastify (which adds Content-Length). */
+/** Send `status`, `headers` (a flat list) and `body` through Fastify (which adds Content-Length when the list has none). */
 export function sendFlat(reply: FastifyReply, status: number, headers: readonly string[], body: Buffer | undefined): FastifyReply {
   for (let i = 0; i < headers.length; i += 2) reply.header(headers[i]!, headers[i + 1]!);
   reply.code(status);

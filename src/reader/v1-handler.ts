@@ -33,7 +33,7 @@ export type AuthFailure = 'missing' | 'unknown_or_revoked' | 'marketplace_secret
 /** What the handler answers: an Answer, or a problem, with the principal it acted for (the request line's keyId). */
 export interface V1Reply {
   readonly status: number;
-  /** Response headers as [name, value, name, value, ...], names in lower case; Content-Length is the sender's. */
+  /** Response headers as [name, value, name, value, ...], names in lower case, Content-Length last when there is a body. */
   readonly headers: readonly string[];
   readonly body: Buffer | undefined;
   readonly principal: Principal | undefined;
@@ -71,9 +71,24 @@ const RATE_DETAIL = 'Too many requests for this key; back off and retry later.';
 const STARTING = problemReply(new HttpProblem('unavailable', 'The service is starting; retry in a moment.', { 'retry-after': '1' }));
 const LOADING = new HttpProblem('unavailable', 'This file is being loaded; retry in a moment.', { 'retry-after': '1' });
 
-/** A problem as a reply (no rate headers: see withRate). */
-export function problemReply(problem: HttpProblem, principal?: Principal): V1Reply {
-  return { status: problem.status, headers: problemHeaders(problem), body: problemPayload(problem), principal };
+/** A problem as a reply, after the rate's headers when the rate was counted. */
+export function problemReply(problem: HttpProblem, principal?: Principal, rateHeaders?: Readonly<Record<string, string>>): V1Reply {
+  return reply(problem.status, problemHeaders(problem), problemPayload(problem), principal, rateHeaders);
+}
+
+/** The rate-limit headers first (the order clients have always seen), then the answer's own, then Content-Length. */
+function reply(
+  status: number,
+  own: readonly string[],
+  body: Buffer | undefined,
+  principal: Principal | undefined,
+  rateHeaders: Readonly<Record<string, string>> | undefined,
+): V1Reply {
+  const headers: string[] = [];
+  if (rateHeaders !== undefined) for (const k in rateHeaders) headers.push(k, rateHeaders[k]!);
+  for (let i = 0; i < own.length; i++) headers.push(own[i]!);
+  if (body !== undefined) headers.push('content-length', String(body.length));
+  return { status, headers, body, principal };
 }
 
 function lockedOut(seconds: number): HttpProblem {
@@ -149,8 +164,8 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
       return problemReply(new HttpProblem('rate_limited', d.detail ?? RATE_DETAIL, headers), principal);
     }
     const out = serve(req, principal, name);
-    if (out instanceof Promise) return out.then((a) => withRate(toReply(a, principal), d.headers));
-    return withRate(toReply(out, principal), d.headers);
+    if (out instanceof Promise) return out.then((a) => toReply(a, principal, d.headers));
+    return toReply(out, principal, d.headers);
   };
 
   return {
@@ -169,16 +184,7 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
 
 const ALLOWED_NO_RATE: RateDecision = Object.freeze({ allowed: true });
 
-function toReply(a: Answer | HttpProblem, principal: Principal): V1Reply {
-  if (a instanceof HttpProblem) return problemReply(a, principal);
-  return { status: a.status, headers: a.headers, body: a.body, principal };
-}
-
-/** The rate-limit headers first, then the reply's own (the order clients have always seen). */
-function withRate(reply: V1Reply, rateHeaders: Readonly<Record<string, string>> | undefined): V1Reply {
-  if (rateHeaders === undefined) return reply;
-  const headers: string[] = [];
-  for (const k in rateHeaders) headers.push(k, rateHeaders[k]!);
-  for (let i = 0; i < reply.headers.length; i++) headers.push(reply.headers[i]!);
-  return { status: reply.status, headers, body: reply.body, principal: reply.principal };
+function toReply(a: Answer | HttpProblem, principal: Principal, rateHeaders: Readonly<Record<string, string>> | undefined): V1Reply {
+  if (a instanceof HttpProblem) return problemReply(a, principal, rateHeaders);
+  return reply(a.status, a.headers, a.body, principal, rateHeaders);
 }
