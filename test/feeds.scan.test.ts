@@ -473,15 +473,15 @@ describe('which path', () => {
     }
   }
 
-  it('drops under onePassMinBytes (default 1 MiB) go through JSON.parse, larger ones through the one-pass check', () => {
-    expect(DEFAULT_ONE_PASS_MIN_BYTES).toBe(1024 * 1024);
+  it('drops under onePassMinBytes (default 64 KiB) go through JSON.parse, larger ones through the one-pass check', () => {
+    expect(DEFAULT_ONE_PASS_MIN_BYTES).toBe(64 * 1024);
     const feed = EXAMPLE_FEEDS.find((f) => f.filename === NW_SOCCER)!;
-    const big = generateDocument(feed, { targetBytes: 1024 * 1024, pretty: false });
-    const small = generateDocument(feed, { targetBytes: 200_000, pretty: false });
+    const big = generateDocument(feed, { targetBytes: 200_000, pretty: false });
+    const small = generateDocument(feed, { targetBytes: 40_000, pretty: false });
     const byDefault = createDocumentValidator(config.limits);
     expect(longestParse(() => drop(small, byDefault))).toBe(small.length);
     expect(longestParse(() => drop(big, byDefault))).toBeLessThan(100);
-    const threshold = createDocumentValidator({ ...config.limits, onePassMinBytes: 100_000 });
+    const threshold = createDocumentValidator({ ...config.limits, onePassMinBytes: 20_000 });
     expect(longestParse(() => drop(small, threshold))).toBeLessThan(100);
     expect(longestParse(() => drop('{"a":1}', threshold))).toBe(7);
     expect(longestParse(() => drop(small, parsed))).toBe(small.length);
