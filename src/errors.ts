@@ -110,6 +110,8 @@ export const HTTP_PROBLEMS = {
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   rate_limited: { status: 429, title: 'Rate limit exceeded' },
+  too_many_streams: { status: 429, title: 'Too many open streams for this key' },
+  position_gone: { status: 410, title: 'Position no longer in the change log' },
   bad_request: { status: 400, title: 'Bad request' },
   uri_too_long: { status: 414, title: 'URI too long' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
@@ -132,12 +134,15 @@ export class HttpProblem extends OddsfilesError {
   readonly title: string;
   readonly detail: string;
   readonly headers: Readonly<Record<string, string>>;
-  constructor(code: HttpProblemCode, detail: string, headers: Record<string, string> = {}) {
+  /** Members of the problem body beyond type, title, status and detail (RFC 9457 extensions). */
+  readonly extensions: Readonly<Record<string, unknown>> | undefined;
+  constructor(code: HttpProblemCode, detail: string, headers: Record<string, string> = {}, extensions?: Record<string, unknown>) {
     super(`http.${code}`, detail);
     this.status = HTTP_PROBLEMS[code].status;
     this.title = HTTP_PROBLEMS[code].title;
     this.detail = detail;
     this.headers = headers;
+    this.extensions = extensions;
   }
   /** The stable problem type URI: clients may switch on it. */
   get type(): string {

@@ -11,10 +11,11 @@ export interface ProblemBody {
   readonly title: string;
   readonly status: number;
   readonly detail: string;
+  readonly [extension: string]: unknown;
 }
 
 export function problemBody(problem: HttpProblem): ProblemBody {
-  return { type: problem.type, title: problem.title, status: problem.status, detail: problem.detail };
+  return { type: problem.type, title: problem.title, status: problem.status, detail: problem.detail, ...problem.extensions };
 }
 
 export function problemPayload(problem: HttpProblem): Buffer {

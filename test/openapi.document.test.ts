@@ -51,8 +51,8 @@ let resolved: Doc;
 beforeAll(async () => {
   fx = await createReaderFixture('openapi');
   const plans: Record<string, Plan> = {
-    free: { name: 'free', allow: ['site_pregame_*'], rate: { max: 3, perMs: 60_000 } },
-    pro: { name: 'pro', allow: ['*'], rate: { max: 1000, perMs: 60_000 } },
+    free: { name: 'free', allow: ['site_pregame_*'], rate: { max: 3, perMs: 60_000 }, streams: undefined },
+    pro: { name: 'pro', allow: ['*'], rate: { max: 1000, perMs: 60_000 }, streams: undefined },
   };
   const config: Config = {
     ...fx.config,

@@ -61,7 +61,7 @@ describe('plan limits leased from Redis, two readers', () => {
 
   beforeAll(async () => {
     fx = await createReaderFixture('ratelimit-lease');
-    const plan = (name: string, max: number, perMs: number): Plan => ({ name, allow: ['*'], rate: { max, perMs } });
+    const plan = (name: string, max: number, perMs: number): Plan => ({ name, allow: ['*'], rate: { max, perMs }, streams: undefined });
     config = {
       ...fx.config,
       plans: { ...fx.config.plans, tight: plan('tight', 40, 60_000), tiny: plan('tiny', 3, 1500), huge: plan('huge', 1_000_000, 60_000) },

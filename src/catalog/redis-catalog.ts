@@ -7,10 +7,14 @@ import type { RedisKeys } from '../redis/keys.js';
 import { encodeCarried } from './carried.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
-// KEYS: catalog hash, seq counter, versions list. ARGV: filename, entry JSON, generatedAtMs,
-// sha256, keepVersions, channel. Equal generated_at with new bytes publishes (a correction).
+// KEYS: catalog hash, seq counter, versions list, change log (stream). ARGV: filename, entry JSON,
+// generatedAtMs, sha256, keepVersions, channel, publishedAtMs, log max entries (0: untrimmed), log
+// cutoff ms (0: none). Equal generated_at with new bytes publishes (a correction). Every published
+// change is appended to the log under the id <seq>-0, with the sha256 it replaced; the log is
+// trimmed by length, and by age a bounded number of entries per commit.
 const COMMIT_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local prev = ''
 if cur then
   local c = cjson.decode(cur)
   if c.sha256 == ARGV[4] then
@@ -19,9 +23,30 @@ if cur then
   if tonumber(c.generatedAtMs) > tonumber(ARGV[3]) then
     return {'superseded', cur, redis.call('GET', KEYS[2]) or '0'}
   end
+  prev = c.sha256
+end
+local seq = redis.call('INCR', KEYS[2])
+local id = seq .. '-0'
+if not pcall(redis.call, 'XADD', KEYS[4], id, 'e', ARGV[2], 'p', prev, 't', ARGV[7]) then
+  -- The counter went back (Redis lost it, the log survived): the log starts again from here.
+  redis.call('DEL', KEYS[4])
+  redis.call('XADD', KEYS[4], id, 'e', ARGV[2], 'p', prev, 't', ARGV[7])
+end
+if tonumber(ARGV[8]) > 0 then redis.call('XTRIM', KEYS[4], 'MAXLEN', '~', ARGV[8]) end
+local cutoff = tonumber(ARGV[9])
+if cutoff > 0 then
+  local old = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', 64)
+  local upto = nil
+  for i = 1, #old do
+    local f = old[i][2]
+    if tonumber(f[6]) < cutoff and old[i][1] ~= id then upto = old[i][1] else break end
+  end
+  if upto then
+    local n = tonumber(string.match(upto, '^(%d+)'))
+    redis.call('XTRIM', KEYS[4], 'MINID', (n + 1) .. '-0')
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local seq = redis.call('INCR', KEYS[2])
 redis.call('LREM', KEYS[3], 0, ARGV[4])
 redis.call('LPUSH', KEYS[3], ARGV[4])
 local keep = tonumber(ARGV[5])
@@ -61,22 +86,33 @@ export interface CatalogJsonSnapshot {
   readonly entries: readonly (readonly [string, string])[];
 }
 
-export function createCatalog(redis: Redis, keys: RedisKeys): Catalog {
+/** How long and how far the change log is kept (config.changes); without it the log is never trimmed. */
+export interface ChangeLogLimits {
+  readonly maxEntries: number;
+  readonly retentionMs: number;
+}
+
+export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits): Catalog {
   return {
     async commit(entry, keepVersions) {
       const json = JSON.stringify(entry);
+      const publishedMs = Date.parse(entry.publishedAt);
       const reply = (await redis.eval(
         COMMIT_LUA,
-        3,
+        4,
         keys.catalog,
         keys.catalogSeq,
         keys.catalogVersions(entry.filename),
+        keys.changeLog,
         entry.filename,
         json,
         String(entry.generatedAtMs),
         entry.sha256,
         String(keepVersions),
         keys.catalogChannel,
+        String(Number.isFinite(publishedMs) ? publishedMs : Date.now()),
+        String(changeLog?.maxEntries ?? 0),
+        String(changeLog ? Date.now() - changeLog.retentionMs : 0),
       )) as string[];
       const [outcome, current, seq, ...evicted] = reply;
       return {

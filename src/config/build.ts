@@ -38,7 +38,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
 
   const plans: Record<string, Plan> = {};
   for (const [name, p] of Object.entries(f.plans)) {
-    plans[name] = { name, allow: [...p.allow], rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined };
+    plans[name] = { name, allow: [...p.allow], rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined, streams: p.streams };
   }
 
   const marketplaces = f.marketplaces.map((m, i): Marketplace => {
@@ -123,6 +123,14 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       authFailures: { max: f.reader.auth_failures.max, perMs: dur(f.reader.auth_failures.per) },
       requestLog: f.reader.request_log,
       hotPath: f.reader.hot_path,
+    },
+    changes: {
+      retentionMs: dur(f.changes.retention),
+      maxEntries: f.changes.max_entries,
+      maxWaitMs: dur(f.changes.max_wait),
+      heartbeatMs: dur(f.changes.heartbeat),
+      streamsPerKey: f.changes.streams_per_key,
+      maxBufferedBytes: f.changes.max_buffered_bytes,
     },
   };
 }

@@ -45,6 +45,9 @@ const Plan = Type.Object(
   {
     allow: Type.Array(Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.*-]+$' })),
     rate: Type.Optional(Rate),
+    streams: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 100_000, description: 'open /v1/stream connections per key (per reader process); default: changes.streams_per_key' }),
+    ),
   },
   closed,
 );
@@ -156,12 +159,38 @@ export const FileSchema = Type.Object(
       },
       section,
     ),
+    changes: Type.Object(
+      {
+        retention: duration({ default: '24h', description: 'the change log keeps entries at least this long (and at most max_entries)' }),
+        max_entries: Type.Integer({
+          minimum: 100,
+          maximum: 100_000_000,
+          default: 1_000_000,
+          description: 'the change log is trimmed to about this many entries',
+        }),
+        max_wait: duration({ default: '60s', description: 'longest wait a long-poll of /v1/changes may ask for' }),
+        heartbeat: duration({ default: '15s', description: 'a comment line on every open /v1/stream this often' }),
+        streams_per_key: Type.Integer({
+          minimum: 0,
+          maximum: 100_000,
+          default: 10,
+          description: 'open /v1/stream connections per key and reader process, unless the plan says `streams`',
+        }),
+        max_buffered_bytes: Type.Integer({
+          minimum: 1024,
+          maximum: 1_073_741_824,
+          default: 1_048_576,
+          description: 'a stream client that lets this much wait unread is dropped (it resumes with Last-Event-ID)',
+        }),
+      },
+      section,
+    ),
   },
   {
     ...closed,
     title: 'oddsfiles configuration file (ODDSFILES_CONFIG)',
     description:
-      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest and reader are merged field by field.',
+      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader and changes are merged field by field.',
   },
 );
 

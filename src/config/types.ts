@@ -26,6 +26,8 @@ export interface Plan {
   readonly name: string;
   readonly allow: readonly string[];
   readonly rate: Rate | undefined;
+  /** Open /v1/stream connections per key, per reader process; undefined: changes.streamsPerKey. */
+  readonly streams: number | undefined;
 }
 
 export interface Marketplace {
@@ -119,9 +121,20 @@ export interface Config {
      */
     readonly requestLog: RequestLogMode;
     /**
-     * Answer the common case of /v1 (an authenticated GET that will be 200 or 304) on Node's
-     * request event, before Fastify (src/reader/hot-path.ts); off: every request goes through Fastify.
+     * Take plain GET/HEAD requests of /v1/files and /v1/data on Node's request event, before
+     * Fastify (src/reader/front-door.ts); off: every request goes through Fastify's routes.
      */
     readonly hotPath: boolean;
+  };
+  /** The change log (a Redis stream written with every published change) and its consumers. */
+  readonly changes: {
+    readonly retentionMs: number;
+    readonly maxEntries: number;
+    /** Longest long-poll wait of /v1/changes. */
+    readonly maxWaitMs: number;
+    readonly heartbeatMs: number;
+    readonly streamsPerKey: number;
+    /** Unread bytes after which a stream client is dropped. */
+    readonly maxBufferedBytes: number;
   };
 }

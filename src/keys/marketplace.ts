@@ -82,6 +82,7 @@ export function createMarketplaceAuth(marketplaces: readonly Marketplace[], plan
       allows: mapped.allows,
       kind: 'subscriber' as const,
       rate: mapped.plan.rate,
+      streams: mapped.plan.streams,
       rateKey: `subscriber:${e.m.name}:${who}`,
     });
     if (cache.size >= MAX_CACHED_PRINCIPALS) cache.clear();

@@ -24,6 +24,8 @@ export interface Principal {
   readonly kind: 'key' | 'subscriber';
   /** The plan's rate; undefined (no plan, or a plan without `rate`): not rate limited. */
   readonly rate: Rate | undefined;
+  /** Open /v1/stream connections allowed at once (its plan's `streams`); undefined: the default. */
+  readonly streams: number | undefined;
   /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
   readonly rateKey: string;
 }
@@ -37,6 +39,8 @@ export interface KeyRing {
   reload(): Promise<void>;
   /** Apply one message from the keys channel. */
   handleMessage(message: string): void;
+  /** Call `listener` with the id of every key revoked from now on (open streams end at once). */
+  onRevoked(listener: (id: string) => void): () => void;
   readonly size: number;
 }
 
@@ -54,6 +58,12 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
   let running: Promise<void> | undefined;
   let again = false;
   const warnedPlans = new Set<string>();
+  const revokedListeners = new Set<(id: string) => void>();
+  const markRevoked = (id: string) => {
+    if (revoked.has(id)) return;
+    revoked.add(id);
+    for (const l of revokedListeners) l(id);
+  };
 
   const principalOf = (record: KeyRecord): Principal => {
     if (record.plan !== null && !plans[record.plan] && !warnedPlans.has(record.plan)) {
@@ -70,6 +80,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       allows: compilePatterns(patterns),
       kind: 'key' as const,
       rate,
+      streams: record.plan === null ? undefined : plans[record.plan]?.streams,
       rateKey: `key:${record.id}`,
     });
   };
@@ -80,7 +91,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
     for (const [hex, id] of set.hashes) {
       const record = set.records.get(id);
       if (!record) continue;
-      if (record.revoked_at !== null) revoked.add(id);
+      if (record.revoked_at !== null) markRevoked(id);
       if (revoked.has(id)) continue;
       next.set(hex, principalOf(record));
     }
@@ -123,9 +134,13 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       return principal === undefined || revoked.has(principal.id) ? undefined : principal;
     },
     reload,
+    onRevoked(listener) {
+      revokedListeners.add(listener);
+      return () => revokedListeners.delete(listener);
+    },
     handleMessage(message) {
       const change = parseKeyChange(message);
-      if (change?.op === 'revoke') revoked.add(change.id);
+      if (change?.op === 'revoke') markRevoked(change.id);
       reload().catch((err: unknown) => log.warn({ err }, 'reloading API keys failed; keeping the ones held'));
     },
   };

@@ -10,11 +10,12 @@
  * freshness describe shared state, so every process that binds them reports the same values:
  * aggregate those with max(), not sum().
  *
- * Each group of metrics lives in its own module (ingest-, http-, queue-, dependency-, freshness-metrics.ts);
+ * Each group of metrics lives in its own module (ingest-, http-, change-, queue-, dependency-, freshness-metrics.ts);
  * this one composes them on one registry, in that order.
  */
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { CatalogEntry } from '../catalog/types.js';
+import { createChangeMetrics, type ChangeMetrics } from './change-metrics.js';
 import { createDependencyMetrics } from './dependency-metrics.js';
 import { createFreshnessMetrics, type BindCatalogOptions } from './freshness-metrics.js';
 import { createHttpMetrics, type HttpMetrics } from './http-metrics.js';
@@ -38,7 +39,7 @@ export interface MetricsOptions {
   readonly now?: () => number;
 }
 
-export interface Metrics extends IngestMetrics, HttpMetrics {
+export interface Metrics extends IngestMetrics, HttpMetrics, ChangeMetrics {
   readonly registry: Registry;
   /** Content-Type of render()'s output. */
   readonly contentType: string;
@@ -60,6 +61,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const ingest = createIngestMetrics(registry);
   const http = createHttpMetrics(registry);
+  const changes = createChangeMetrics(registry);
   const queues = createQueueMetrics(registry, timeoutMs);
   const dependencies = createDependencyMetrics(registry, timeoutMs);
   const freshness = createFreshnessMetrics(registry, options.now ?? Date.now);
@@ -69,6 +71,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     contentType: registry.contentType,
     ...ingest,
     ...http,
+    ...changes,
     bindQueue(queue) {
       queues.bind(queue);
       dependencies.bindIfAbsent('redis', () => queues.countsAvailable());

@@ -43,7 +43,15 @@ import {
 import type { RateLimitCheck } from './rate-limit.js';
 import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
 import type { ReaderState } from './state.js';
+import type { ChangeFeed } from './changes/feed.js';
+import { registerChangeRoutes } from './changes/routes.js';
+import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
+
+/** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
+export interface ChangeCounters extends StreamCounters {
+  waiting?(delta: number): void;
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -89,6 +97,10 @@ export interface ReaderAppDeps {
   readonly onEdgeResponse?: ResponseObserver | undefined;
   readonly pressure?: PressureLimits | undefined;
   readonly edge?: EdgeLimits | undefined;
+  /** The change feed (changes/feed.ts): with it, /v1/catalog, /v1/changes and /v1/stream are served. */
+  readonly feed?: ChangeFeed | undefined;
+  /** Counters of the change endpoints (metrics). */
+  readonly changeCounters?: ChangeCounters | undefined;
 }
 
 export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './edge-limits.js';
@@ -190,6 +202,29 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     { schema: DATA_ROUTE_SCHEMA },
     viaFastify(v1, (request) => (request.params as { '*': string })['*']),
   );
+  if (deps.feed) {
+    const hub = createStreamHub({
+      feed: deps.feed,
+      heartbeatMs: config.changes.heartbeatMs,
+      maxBufferedBytes: config.changes.maxBufferedBytes,
+      onRevoked: state.keys.onRevoked,
+      counters: deps.changeCounters,
+    });
+    // Streams never end by themselves: they end first, so that close() does not wait for them.
+    app.addHook('preClose', (done) => {
+      hub.closeAll();
+      done();
+    });
+    registerChangeRoutes(app, {
+      v1,
+      feed: deps.feed,
+      hub,
+      published: state.published,
+      maxWaitMs: config.changes.maxWaitMs,
+      streamsPerKey: config.changes.streamsPerKey,
+      onWaiting: deps.changeCounters?.waiting,
+    });
+  }
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));

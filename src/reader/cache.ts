@@ -48,6 +48,10 @@ export interface PublishedCache {
   variant(version: Version, coding: CompressedCoding): Variant | undefined | Promise<Variant | undefined>;
   /** Resolves when no load or compression is under way. */
   idle(): Promise<void>;
+  /** Whether this reader serves `filename` at all (its registry names it). */
+  serves(filename: string): boolean;
+  /** Call `listener` after every version it starts to hold (the change feed waits for them). */
+  onInstall(listener: (version: Version) => void): () => void;
   close(): void;
 }
 
@@ -91,6 +95,8 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
   const variant = createVariantMaker({ log, enabled: compress, track });
   const carried = createCarriedBytes();
 
+  const installListeners = new Set<(version: Version) => void>();
+
   /** Hold `version` unless something at least as new is held. */
   const install = (version: Version): void => {
     const name = version.entry.filename;
@@ -102,6 +108,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
       generation++;
     }
     log.debug({ filename: name, sha256: version.entry.sha256, seq: version.seq }, 'reader holds new version');
+    for (const l of installListeners) l(version);
   };
 
   /** Start loading `entry` if it supersedes what is held and what is being loaded. */
@@ -166,6 +173,11 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     },
     get: (filename) => versions.get(filename),
     isPending: (filename) => known.has(filename) && !versions.has(filename),
+    serves: (filename) => registry.feeds.has(filename),
+    onInstall(listener) {
+      installListeners.add(listener);
+      return () => installListeners.delete(listener);
+    },
     filenames: () => sorted,
     async refresh() {
       let snapshot: CatalogSnapshot;

@@ -12,6 +12,8 @@ import { createCodingNegotiator, etagMatches, notModifiedSince, type CompressedC
 import type { Variant, Version } from './version.js';
 
 export const CACHE_CONTROL = 'private, no-cache';
+/** The document's `generated_at`, so that a client sees how fresh a file is without parsing it. */
+export const GENERATED_AT = 'generated-at';
 /** The route of downloads: a wildcard, so that every name goes through the checks in order. */
 export const DATA_PREFIX = '/v1/data/';
 /** The route's pattern (Fastify's routeOptions.url, the metrics' route label). */
@@ -52,13 +54,29 @@ export function dataAnswer(version: Version, variant: Variant, headers: Incoming
   const inm = headers['if-none-match'];
   const ims = headers['if-modified-since'];
   if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
-    return { status: 304, headers: ['etag', variant.etag, 'last-modified', version.lastModified, 'cache-control', CACHE_CONTROL, 'vary', 'Accept-Encoding'] };
+    return {
+      status: 304,
+      headers: [
+        'etag',
+        variant.etag,
+        'last-modified',
+        version.lastModified,
+        GENERATED_AT,
+        version.entry.generatedAt,
+        'cache-control',
+        CACHE_CONTROL,
+        'vary',
+        'Accept-Encoding',
+      ],
+    };
   }
   const out = [
     'etag',
     variant.etag,
     'last-modified',
     version.lastModified,
+    GENERATED_AT,
+    version.entry.generatedAt,
     'cache-control',
     CACHE_CONTROL,
     'vary',

@@ -16,6 +16,9 @@ import { buildReaderApp } from './app.js';
 import type { RateLimitCheck } from './rate-limit.js';
 import { whenReady } from '../redis/connect.js';
 import { createReaderState } from './state.js';
+import { createChangeLog } from '../catalog/change-log.js';
+import { redisKeys } from '../redis/keys.js';
+import { createChangeFeed } from './changes/feed.js';
 import type { PublishedCache } from './cache.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
@@ -67,6 +70,20 @@ const LIMITS_COMMAND_TIMEOUT_MS = 300;
 export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
   const state = await createReaderState(deps);
   let limitsRedis: Redis | undefined;
+  // The change log is read with XREAD BLOCK: a connection of its own that nothing else waits on.
+  const tailRedis = deps.redis.duplicate({ connectionName: `${deps.config.redis.prefix}:reader-changes` });
+  tailRedis.on('error', (err) => deps.log.debug({ err: { message: err.message } }, 'redis change log connection error'));
+  const feed = await createChangeFeed({
+    tail: createChangeLog(tailRedis, redisKeys(deps.config.redis.prefix)),
+    log: createChangeLog(deps.redis, redisKeys(deps.config.redis.prefix)),
+    published: state.published,
+    logger: deps.log.child({ component: 'changes' }),
+  });
+  const stopFeed = async () => {
+    const closing = feed.close();
+    tailRedis.disconnect();
+    await closing;
+  };
   try {
     const { metrics, queue } = deps;
     if (metrics) {
@@ -94,6 +111,8 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
     const app = await buildReaderApp({
       ...deps,
       state,
+      feed,
+      changeCounters: metrics?.changes,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
@@ -112,12 +131,14 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       offer: state.published.offer,
       async close() {
         await app.close();
+        await stopFeed();
         await state.close();
         limitsRedis?.disconnect();
       },
     };
   } catch (err) {
     limitsRedis?.disconnect();
+    await stopFeed();
     await state.close();
     throw err;
   }

@@ -34,7 +34,7 @@ export const PROBLEM_SCHEMA = {
   },
 } as const;
 
-const RATE_HEADERS = {
+export const RATE_HEADERS = {
   'RateLimit-Limit': { type: 'integer', description: 'Requests your plan allows per window. Sent when your plan has a rate.' },
   'RateLimit-Remaining': { type: 'integer', description: 'Requests left in the current window.' },
   'RateLimit-Reset': { type: 'integer', description: 'Seconds until the current window ends.' },
@@ -45,11 +45,11 @@ const RATE_HEADERS = {
   RateLimit: { type: 'string', description: 'The quota left under the policy (same draft): r requests for t seconds, e.g. `"pro";r=599;t=42`.' },
 } as const;
 
-const RETRY_AFTER = { type: 'integer', description: 'Seconds to wait before retrying.' } as const;
+export const RETRY_AFTER = { type: 'integer', description: 'Seconds to wait before retrying.' } as const;
 
 const VARY = { type: 'string', description: '`Accept-Encoding`' } as const;
 
-const problem = (description: string, headers: Record<string, unknown> = {}) => ({
+export const problem = (description: string, headers: Record<string, unknown> = {}) => ({
   description,
   headers,
   content: { 'application/problem+json': { schema: PROBLEM_REF } },
@@ -67,7 +67,7 @@ const METHOD_NOT_ALLOWED = problem(
 );
 
 /** Statuses every /v1 operation may answer with besides its own. */
-const COMMON_PROBLEMS = {
+export const COMMON_PROBLEMS = {
   400: problem('Malformed request (e.g. bad percent-encoding in the URL).'),
   401: problem('No X-API-Key, an unknown or revoked key, or a wrong marketplace proxy secret.', {
     'WWW-Authenticate': { type: 'string', description: 'ApiKey header="X-API-Key"' },
@@ -124,6 +124,11 @@ export const DATA_ROUTE_SCHEMA = {
         ...RATE_HEADERS,
         ...CONDITIONAL_HEADERS,
         'Last-Modified': { type: 'string', description: 'When this version was published.' },
+        'Generated-At': {
+          type: 'string',
+          format: 'date-time',
+          description: "The document's `generated_at` (ISO 8601 UTC): how fresh it is, without parsing it.",
+        },
         Vary: VARY,
         'Content-Encoding': { type: 'string', enum: ['br', 'gzip'], description: 'When you accepted a coding.' },
       },
@@ -144,7 +149,13 @@ export const DATA_ROUTE_SCHEMA = {
     },
     304: {
       description: 'Not modified: If-None-Match (or If-Modified-Since) says your copy is current.',
-      headers: { ...RATE_HEADERS, ...CONDITIONAL_HEADERS, 'Last-Modified': { type: 'string' }, Vary: VARY },
+      headers: {
+        ...RATE_HEADERS,
+        ...CONDITIONAL_HEADERS,
+        'Last-Modified': { type: 'string' },
+        'Generated-At': { type: 'string', format: 'date-time' },
+        Vary: VARY,
+      },
       type: 'null',
     },
     ...COMMON_PROBLEMS,
@@ -190,7 +201,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           'Bookmaker odds, live and pre-match, as JSON files: list the filenames your key may download, then download by exact filename. Every error is application/problem+json.',
       },
       tags: [
-        { name: 'odds', description: 'The two operations of the API.' },
+        { name: 'odds', description: 'Listing and downloading the files.' },
+        { name: 'changes', description: 'Learning of new versions as they are published: a catalog with a position, a long-poll, and server-sent events.' },
         { name: 'meta', description: 'About the API itself.' },
       ],
       components: {

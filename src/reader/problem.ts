@@ -100,7 +100,7 @@ export function frameworkErrorHandler(report: EdgeReport, clientIp: (req: Incomi
 }
 
 /** Paths that exist, and the methods they take: other methods get 405 rather than 404. */
-const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
+const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/catalog|v1\/changes|v1\/stream|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
 
 /** The methods every known path takes (the Allow header of a 405). */
 export const ALLOWED_METHODS = 'GET, HEAD';

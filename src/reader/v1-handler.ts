@@ -59,6 +59,20 @@ export interface V1HandlerDeps {
 export interface V1Handler {
   /** The reply to a GET of /v1/files (`name` undefined) or of /v1/data/{name} (`name` decoded). */
   resolve(req: IncomingMessage, name: string | undefined): V1Reply | Promise<V1Reply>;
+  /**
+   * The checks every /v1 endpoint starts with, in order: loaded (503), credentials (401/403/429
+   * lockout), the plan rate, counted once (429). Admitted, or the reply that refuses.
+   */
+  admit(req: IncomingMessage): Admitted | V1Reply | Promise<Admitted | V1Reply>;
+  /** The reply of an admitted request: `a` after the rate's headers. */
+  replyFor(admitted: Admitted, a: Answer | HttpProblem): V1Reply;
+}
+
+/** A request that passed the checks every /v1 endpoint shares. */
+export interface Admitted {
+  readonly principal: Principal;
+  /** The plan rate's headers, for whatever the endpoint answers. */
+  readonly rateHeaders: Readonly<Record<string, string>> | undefined;
 }
 
 const MISSING = 'Send your API key in the X-API-Key header.';
@@ -157,32 +171,42 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     return dataAnswer(version, variant, req.headers);
   };
 
-  const afterRate = (req: IncomingMessage, principal: Principal, name: string | undefined, d: RateDecision): V1Reply | Promise<V1Reply> => {
-    if (!d.allowed) {
-      const headers: Record<string, string> = { ...d.headers };
-      if (d.retryAfterS !== undefined) headers['retry-after'] = String(Math.max(0, Math.ceil(d.retryAfterS)));
-      return problemReply(new HttpProblem('rate_limited', d.detail ?? RATE_DETAIL, headers), principal);
-    }
-    const out = serve(req, principal, name);
-    if (out instanceof Promise) return out.then((a) => toReply(a, principal, d.headers));
-    return toReply(out, principal, d.headers);
+  const afterRate = (principal: Principal, d: RateDecision): Admitted | V1Reply => {
+    if (d.allowed) return { principal, rateHeaders: d.headers };
+    const headers: Record<string, string> = { ...d.headers };
+    if (d.retryAfterS !== undefined) headers['retry-after'] = String(Math.max(0, Math.ceil(d.retryAfterS)));
+    return problemReply(new HttpProblem('rate_limited', d.detail ?? RATE_DETAIL, headers), principal);
+  };
+
+  const admit = (req: IncomingMessage): Admitted | V1Reply | Promise<Admitted | V1Reply> => {
+    if (!isLoaded()) return STARTING;
+    const who = authenticate(req);
+    if (who instanceof Promise || 'status' in who) return who;
+    const d = rate ? rate(who) : undefined;
+    if (d === undefined) return { principal: who, rateHeaders: undefined };
+    if (d instanceof Promise) return d.then((decision) => afterRate(who, decision));
+    return afterRate(who, d);
+  };
+
+  const replyFor = (admitted: Admitted, a: Answer | HttpProblem): V1Reply => toReply(a, admitted.principal, admitted.rateHeaders);
+
+  const resolveAdmitted = (req: IncomingMessage, name: string | undefined, admitted: Admitted | V1Reply): V1Reply | Promise<V1Reply> => {
+    if ('status' in admitted) return admitted;
+    const out = serve(req, admitted.principal, name);
+    if (out instanceof Promise) return out.then((a) => replyFor(admitted, a));
+    return replyFor(admitted, out);
   };
 
   return {
     resolve(req, name) {
-      if (!isLoaded()) return STARTING;
-      const who = authenticate(req);
-      if (who instanceof Promise || 'status' in who) return who;
-      const principal = who;
-      const d = rate ? rate(principal) : undefined;
-      if (d === undefined) return afterRate(req, principal, name, ALLOWED_NO_RATE);
-      if (d instanceof Promise) return d.then((decision) => afterRate(req, principal, name, decision));
-      return afterRate(req, principal, name, d);
+      const admitted = admit(req);
+      if (admitted instanceof Promise) return admitted.then((a) => resolveAdmitted(req, name, a));
+      return resolveAdmitted(req, name, admitted);
     },
+    admit,
+    replyFor,
   };
 }
-
-const ALLOWED_NO_RATE: RateDecision = Object.freeze({ allowed: true });
 
 function toReply(a: Answer | HttpProblem, principal: Principal, rateHeaders: Readonly<Record<string, string>> | undefined): V1Reply {
   if (a instanceof HttpProblem) return problemReply(a, principal, rateHeaders);

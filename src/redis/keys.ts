@@ -12,6 +12,8 @@ export interface RedisKeys {
   catalogVersions(filename: string): string;
   /** Pub/sub channel announcing catalog changes. */
   readonly catalogChannel: string;
+  /** Stream: every published change under the id `<seq>-0` (the change log behind /v1/changes and /v1/stream). */
+  readonly changeLog: string;
   /** Pub/sub channel carrying a version's bytes to readers, sent ahead of its commit (carried.ts). */
   readonly catalogBytesChannel: string;
   /** Sorted set of recent rejections (score: time), JSON members. */
@@ -38,6 +40,7 @@ export function redisKeys(prefix: string): RedisKeys {
     catalogSeq: `${prefix}:catalog:seq`,
     catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
     catalogChannel: `${prefix}:catalog:changes`,
+    changeLog: `${prefix}:catalog:log`,
     catalogBytesChannel: `${prefix}:catalog:bytes`,
     rejections: `${prefix}:rejections`,
     apiKeys: `${prefix}:apikeys`,

@@ -1,0 +1,118 @@
+/** The OpenAPI description of the change endpoints (documentation only: nothing is validated per request). */
+import { COMMON_PROBLEMS, problem, RATE_HEADERS, RETRY_AFTER } from '../openapi.js';
+
+const CHANGE = {
+  type: 'object',
+  required: ['position', 'filename', 'etag', 'previous_etag', 'sha256', 'size', 'generated_at', 'published_at'],
+  properties: {
+    position: { type: 'integer', minimum: 1, description: 'Where this change is in the change log: resume after it with `since` or Last-Event-ID.' },
+    filename: { type: 'string' },
+    etag: { type: 'string', description: 'The ETag a GET of the file now answers with (identity coding).' },
+    previous_etag: { type: ['string', 'null'], description: 'The ETag of the version it replaced; null for a first publication.' },
+    sha256: { type: 'string', description: 'SHA-256 of the published bytes.' },
+    size: { type: 'integer', description: 'Bytes.' },
+    generated_at: { type: 'string', format: 'date-time' },
+    published_at: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+const GONE = problem(
+  'The position is older than the change log keeps, or ahead of it (the log started again): list again with getCatalog and continue from its position. The body adds `oldest` (the oldest position kept) and `position` (the current one).',
+  RATE_HEADERS,
+);
+
+const SINCE = { type: 'string', pattern: '^[0-9]+$', description: 'The last position you have seen (from getCatalog, a change, or `next`). Default: now.' };
+
+export const CATALOG_ROUTE_SCHEMA = {
+  operationId: 'getCatalog',
+  summary: 'Your files with their versions, and the change position they are current at',
+  description: 'Start here: keep `position`, then follow the changes after it (listChanges or streamChanges).',
+  tags: ['changes'],
+  response: {
+    200: {
+      description: 'Your files, sorted by name.',
+      headers: RATE_HEADERS,
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            required: ['position', 'files'],
+            properties: {
+              position: { type: 'integer', minimum: 0 },
+              files: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['filename', 'etag', 'sha256', 'size', 'generated_at', 'published_at'],
+                  properties: {
+                    filename: { type: 'string' },
+                    etag: { type: 'string' },
+                    sha256: { type: 'string' },
+                    size: { type: 'integer' },
+                    generated_at: { type: 'string', format: 'date-time' },
+                    published_at: { type: 'string', format: 'date-time' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    ...COMMON_PROBLEMS,
+    403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
+  },
+} as const;
+
+export const CHANGES_ROUTE_SCHEMA = {
+  operationId: 'listChanges',
+  summary: 'The changes to your files after a position (long-poll with `wait`)',
+  description:
+    'Oldest first, at most `limit`. With `wait`, the request is held until there is a change to your files or the wait ends; an empty answer still moves `next` past what it looked at. A held request counts once against your rate.',
+  tags: ['changes'],
+  querystring: {
+    type: 'object',
+    properties: {
+      since: SINCE,
+      wait: { type: 'number', minimum: 0, maximum: 60, description: 'Seconds to hold the request when there is nothing yet (default 0).' },
+      limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'Most changes in one answer (default 100).' },
+    },
+  },
+  response: {
+    200: {
+      description: 'The changes, and the position to ask for next.',
+      headers: RATE_HEADERS,
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            required: ['changes', 'next'],
+            properties: { changes: { type: 'array', items: CHANGE }, next: { type: 'integer', minimum: 0 } },
+          },
+        },
+      },
+    },
+    ...COMMON_PROBLEMS,
+    403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
+    410: GONE,
+  },
+} as const;
+
+export const STREAM_ROUTE_SCHEMA = {
+  operationId: 'streamChanges',
+  summary: 'The changes to your files, pushed as server-sent events',
+  description:
+    'text/event-stream. Each change is an event `change` with `id:` its position and the change as JSON `data:`; resume with Last-Event-ID (browsers and EventSource clients send it themselves) or `?since=`. A comment line every ~15 s keeps the connection open. The server may end a stream with an event `dropped` (you read too slowly), `revoked` (your key was revoked) or `reset` (the log moved out of reach: list again with getCatalog). Counts once against your rate when opened.',
+  tags: ['changes'],
+  querystring: { type: 'object', properties: { since: SINCE } },
+  response: {
+    200: { description: 'The event stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+    ...COMMON_PROBLEMS,
+    403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
+    410: GONE,
+    429: problem("Over your plan's rate, or your key already has its plan's number of streams open on this server.", {
+      ...RATE_HEADERS,
+      'Retry-After': RETRY_AFTER,
+    }),
+  },
+} as const;

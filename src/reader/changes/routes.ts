@@ -1,0 +1,180 @@
+/**
+ * The change endpoints, after the checks every /v1 endpoint shares (v1-handler.ts: credentials,
+ * then the plan rate, counted once per request however long it waits or streams):
+ *
+ * - GET /v1/catalog: the key's files with their ETag, size, generated_at, published_at, and the
+ *   change position they are current at: where a client starts its stream or long-poll.
+ * - GET /v1/changes?since=P&wait=S&limit=N: the changes after P to the key's files, oldest first,
+ *   and the position to ask for next; with `wait`, held until there is one (long-poll).
+ * - GET /v1/stream (text/event-stream): the same changes pushed as they happen, `id:` = position,
+ *   resumed with Last-Event-ID (or ?since=P).
+ *
+ * A position older than the log keeps, or beyond its head (a log that started again), is 410
+ * with the oldest position kept and the current one: the client lists again and starts afresh.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { HttpProblem } from '../../errors.js';
+import type { Principal } from '../../keys/ring.js';
+import type { PublishedCache } from '../cache.js';
+import { CACHE_CONTROL } from '../data-route.js';
+import { sendFlat } from '../problem.js';
+import type { Admitted, V1Handler, V1Reply } from '../v1-handler.js';
+import { etagFor } from '../version.js';
+import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from './openapi.js';
+import type { ChangeFeed } from './feed.js';
+import type { StreamHub } from './streams.js';
+
+export const CATALOG_PATH = '/v1/catalog';
+export const CHANGES_PATH = '/v1/changes';
+export const STREAM_PATH = '/v1/stream';
+
+export interface ChangeRoutesDeps {
+  readonly v1: V1Handler;
+  readonly feed: ChangeFeed;
+  readonly hub: StreamHub;
+  readonly published: PublishedCache;
+  readonly maxWaitMs: number;
+  /** Open streams per key when its plan does not say. */
+  readonly streamsPerKey: number;
+  /** Long-polls waiting now (metrics). */
+  readonly onWaiting?: ((delta: number) => void) | undefined;
+}
+
+const STARTING = new HttpProblem('unavailable', 'The change log is not reachable yet; retry in a moment.', { 'retry-after': '1' });
+const MAX_LIMIT = 1000;
+const DEFAULT_LIMIT = 100;
+const JSON_HEADERS = ['cache-control', CACHE_CONTROL, 'content-type', 'application/json'];
+
+function json(body: unknown) {
+  return { status: 200, headers: JSON_HEADERS, body: Buffer.from(JSON.stringify(body)) };
+}
+
+/** A non-negative integer from a query or header value; undefined when absent, NaN when malformed. */
+function position(value: unknown): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) return Number.NaN;
+  return Number(value);
+}
+
+export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDeps): void {
+  const { v1, feed, hub, published, maxWaitMs } = deps;
+
+  const send = (request: FastifyRequest, reply: FastifyReply, r: V1Reply): FastifyReply => {
+    request.principal = r.principal ?? null;
+    return sendFlat(reply, r.status, r.headers, r.body);
+  };
+  /** Run `then` once the request is admitted; a refusal is sent as it is. */
+  const admitted = async (request: FastifyRequest, reply: FastifyReply, then: (a: Admitted) => Promise<V1Reply | undefined> | V1Reply | undefined) => {
+    const a = await v1.admit(request.raw as IncomingMessage);
+    if ('status' in a) return send(request, reply, a);
+    request.principal = a.principal;
+    if (!feed.started) return send(request, reply, v1.replyFor(a, STARTING));
+    const r = await then(a);
+    return r === undefined ? reply : send(request, reply, r);
+  };
+
+  /** undefined when `since` can be resumed from; else the 410 (or 400) that says why not. */
+  const unresumable = async (since: number): Promise<HttpProblem | undefined> => {
+    if (Number.isNaN(since)) return new HttpProblem('bad_request', 'A position is a non-negative integer (the `position` of a change, or of GET /v1/catalog).');
+    const head = feed.position;
+    if (since === head) return undefined;
+    const { first, last } = await feed.bounds();
+    const oldest = first ?? last + 1;
+    if (since > Math.max(head, last) || since < oldest - 1) {
+      return new HttpProblem(
+        'position_gone',
+        since > head
+          ? `Position ${since} is ahead of the change log (at ${head}): it started again. List the files again (GET /v1/catalog) and continue from its position.`
+          : `Position ${since} is older than the change log keeps (oldest ${oldest}). List the files again (GET /v1/catalog) and continue from its position.`,
+        {},
+        { oldest, position: head },
+      );
+    }
+    return undefined;
+  };
+
+  app.get(CATALOG_PATH, { schema: CATALOG_ROUTE_SCHEMA }, (request, reply) =>
+    admitted(request, reply, (a) => {
+      const files = [];
+      for (const name of published.filenames()) {
+        if (!a.principal.allows(name)) continue;
+        const e = published.get(name)?.entry;
+        if (e)
+          files.push({
+            filename: name,
+            etag: etagFor(e.sha256, 'identity'),
+            sha256: e.sha256,
+            size: e.size,
+            generated_at: e.generatedAt,
+            published_at: e.publishedAt,
+          });
+      }
+      return v1.replyFor(a, json({ position: feed.position, files }));
+    }),
+  );
+
+  app.get<{ Querystring: Record<string, string | undefined> }>(CHANGES_PATH, { schema: CHANGES_ROUTE_SCHEMA }, (request, reply) =>
+    admitted(request, reply, async (a) => {
+      const q = request.query;
+      const since = position(q.since) ?? feed.position;
+      const wait = q.wait === undefined ? 0 : Number(q.wait);
+      const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
+      if (!Number.isFinite(wait) || wait < 0 || wait * 1000 > maxWaitMs) {
+        return v1.replyFor(a, new HttpProblem('bad_request', `wait is a number of seconds from 0 to ${maxWaitMs / 1000}.`));
+      }
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+        return v1.replyFor(a, new HttpProblem('bad_request', `limit is an integer from 1 to ${MAX_LIMIT}.`));
+      const gone = await unresumable(since);
+      if (gone) return v1.replyFor(a, gone);
+      const answer = (r: { events: { json: unknown }[]; next: number }) => v1.replyFor(a, json({ changes: r.events.map((e) => e.json), next: r.next }));
+      const now = await feed.since(since, a.principal.allows, limit);
+      if (now.events.length > 0 || wait === 0) return answer(now);
+      return answer(await waitFor(reply, a.principal, now.next, limit, wait * 1000));
+    }),
+  );
+
+  /** Hold a long-poll until a change it may see comes, the wait ends, or the client goes. */
+  const waitFor = (reply: FastifyReply, principal: Principal, after: number, limit: number, ms: number) =>
+    new Promise<{ events: { json: unknown }[]; next: number }>((resolve) => {
+      deps.onWaiting?.(1);
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        unsubscribe();
+        reply.raw.off('close', finish);
+        deps.onWaiting?.(-1);
+        feed.since(after, principal.allows, limit).then(resolve, () => resolve({ events: [], next: after }));
+      };
+      const unsubscribe = feed.subscribe((e) => {
+        if (principal.allows(e.filename)) finish();
+      });
+      const timer = setTimeout(finish, ms);
+      // The response closing before it was sent: the client went away.
+      reply.raw.once('close', finish);
+    });
+
+  // No HEAD: a stream has no headers-only form.
+  app.get<{ Querystring: Record<string, string | undefined> }>(STREAM_PATH, { schema: STREAM_ROUTE_SCHEMA, exposeHeadRoute: false }, (request, reply) =>
+    admitted(request, reply, async (a) => {
+      const limit = a.principal.streams ?? deps.streamsPerKey;
+      if (hub.countFor(a.principal) >= limit) {
+        return v1.replyFor(
+          a,
+          new HttpProblem('too_many_streams', `This key may keep ${limit} streams open at once on this server; close one first.`, { 'retry-after': '5' }),
+        );
+      }
+      const lastEventId = request.headers['last-event-id'];
+      const since = position(typeof lastEventId === 'string' ? lastEventId : request.query.since) ?? feed.position;
+      const gone = await unresumable(since);
+      if (gone) return v1.replyFor(a, gone);
+      reply.hijack();
+      const res = reply.raw;
+      if (a.rateHeaders) for (const k in a.rateHeaders) res.setHeader(k, a.rateHeaders[k]!);
+      await hub.start(a.principal, res, since, (after) => feed.since(after, a.principal.allows, 500));
+      return undefined;
+    }),
+  );
+}

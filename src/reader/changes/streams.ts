@@ -1,0 +1,183 @@
+/**
+ * The open /v1/stream connections of one reader process: each gets the changes of the files its
+ * key may read, as server-sent events, in order, each once. One heartbeat timer for all of them
+ * (a comment line), one listener on the change feed for all of them (each change's frame is made
+ * once and written to every stream that may see it).
+ *
+ * Bounds: a number of open streams per key (its plan's `streams`). A client that has more than
+ * `maxBufferedBytes` waiting unread gets nothing more until it has read them; then it catches up
+ * from the feed (memory, else Redis), in order, so a burst costs it nothing and costs the process
+ * at most that much per stream. A client that stays behind for two heartbeats is ended with a
+ * `dropped` event (it resumes with Last-Event-ID). A revoked key's streams end at once with a
+ * `revoked` event; when the log moved out of reach every stream ends with `reset`.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Principal } from '../../keys/ring.js';
+import type { ChangeFeed } from './feed.js';
+import type { FeedEvent } from './event.js';
+
+export interface StreamCounters {
+  opened?(): void;
+  closed?(): void;
+  sent?(events: number): void;
+  droppedSlow?(): void;
+}
+
+export interface StreamHubDeps {
+  readonly feed: ChangeFeed;
+  readonly heartbeatMs: number;
+  readonly maxBufferedBytes: number;
+  /** Told of a revoked key id (KeyRing.onRevoked). */
+  readonly onRevoked: (listener: (id: string) => void) => () => void;
+  readonly counters?: StreamCounters | undefined;
+  /** Tells clients how long to wait before reconnecting, ms. */
+  readonly retryMs?: number;
+}
+
+interface OpenStream {
+  readonly principal: Principal;
+  readonly res: ServerResponse;
+  readonly replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>;
+  /** The last position written (or skipped as not allowed). */
+  cursor: number;
+  /** Behind: live changes are not written; the catch-up reads them from the feed once the client has read. */
+  behind: boolean;
+  /** Since when it is behind (ms). */
+  behindSince: number;
+}
+
+export interface StreamHub {
+  /** Open streams of this key (rateKey) now. */
+  countFor(principal: Principal): number;
+  readonly open: number;
+  /**
+   * Start a stream on `res` (headers not sent yet) after position `after`: `replay` yields the
+   * changes between `after` and the feed's position; live changes follow.
+   */
+  start(principal: Principal, res: ServerResponse, after: number, replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>): Promise<void>;
+  /** End every stream (shutdown). */
+  closeAll(): void;
+}
+
+const HEARTBEAT = Buffer.from(':\n\n');
+const END_GRACE_MS = 5000;
+
+export function createStreamHub(deps: StreamHubDeps): StreamHub {
+  const { feed, maxBufferedBytes, counters } = deps;
+  const streams = new Set<OpenStream>();
+  const perKey = new Map<string, number>();
+  const retryFrame = Buffer.from(`retry: ${deps.retryMs ?? 2000}\n\n`);
+
+  const end = (s: OpenStream, event?: string, data?: unknown) => {
+    if (!streams.delete(s)) return;
+    const n = (perKey.get(s.principal.rateKey) ?? 1) - 1;
+    if (n <= 0) perKey.delete(s.principal.rateKey);
+    else perKey.set(s.principal.rateKey, n);
+    counters?.closed?.();
+    if (event !== undefined && !s.res.destroyed) s.res.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
+    s.res.end();
+    // A client that reads nothing never lets the end through: give it a few seconds, no more.
+    const t = setTimeout(() => s.res.destroy(), END_GRACE_MS);
+    t.unref();
+    s.res.once('close', () => clearTimeout(t));
+  };
+
+  /** Write `frame`; over the bound, the stream falls behind until its client has read. */
+  const write = (s: OpenStream, frame: Buffer): void => {
+    s.res.write(frame);
+    if (s.res.writableLength > maxBufferedBytes) fallBehind(s);
+  };
+
+  const fallBehind = (s: OpenStream): void => {
+    if (!s.behind) {
+      s.behind = true;
+      s.behindSince = Date.now();
+    }
+    s.res.once('drain', () => void catchUp(s));
+  };
+
+  /** Write what the stream missed since its cursor, page by page, until it is level with the feed. */
+  const catchUp = async (s: OpenStream): Promise<void> => {
+    try {
+      for (;;) {
+        const before = s.cursor;
+        const page = await s.replay(before);
+        if (!streams.has(s)) return;
+        let sent = 0;
+        for (const e of page.events) {
+          if (e.seq <= s.cursor) continue;
+          s.cursor = e.seq;
+          s.res.write(e.frame);
+          sent++;
+        }
+        if (sent > 0) counters?.sent?.(sent);
+        s.cursor = Math.max(s.cursor, page.next);
+        if (s.res.writableLength > maxBufferedBytes) return fallBehind(s);
+        if (s.cursor >= feed.position || s.cursor === before) break;
+      }
+      s.behind = false;
+    } catch {
+      end(s, 'reset', { position: feed.position, detail: 'The change log could not be read; reconnect with Last-Event-ID.' });
+    }
+  };
+
+  const deliver = (s: OpenStream, e: FeedEvent): void => {
+    if (s.behind || e.seq <= s.cursor) return;
+    s.cursor = e.seq;
+    if (s.principal.allows(e.filename)) {
+      write(s, e.frame);
+      counters?.sent?.(1);
+    }
+  };
+
+  const unsubscribe = feed.subscribe((e) => {
+    for (const s of streams) deliver(s, e);
+  });
+  const unreset = feed.onReset((position) => {
+    for (const s of [...streams])
+      end(s, 'reset', { position, detail: 'The change log moved out of reach; list the files again (GET /v1/catalog) and stream from its position.' });
+  });
+  const unrevoke = deps.onRevoked((id) => {
+    for (const s of [...streams]) if (s.principal.id === id) end(s, 'revoked', { detail: 'The API key was revoked.' });
+  });
+  const heartbeat = setInterval(() => {
+    const now = Date.now();
+    for (const s of [...streams]) {
+      if (!s.behind) write(s, HEARTBEAT);
+      else if (now - s.behindSince > 2 * deps.heartbeatMs) {
+        counters?.droppedSlow?.();
+        end(s, 'dropped', { reason: 'slow', position: s.cursor, detail: 'The client read too slowly; reconnect with Last-Event-ID to resume.' });
+      }
+    }
+  }, deps.heartbeatMs);
+  heartbeat.unref();
+
+  return {
+    countFor: (principal) => perKey.get(principal.rateKey) ?? 0,
+    get open() {
+      return streams.size;
+    },
+    async start(principal, res, after, replay) {
+      // Behind from the start: the catch-up writes the changes since `after`, then it is live.
+      const s: OpenStream = { principal, res, replay, cursor: after, behind: true, behindSince: Date.now() };
+      streams.add(s);
+      perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
+      counters?.opened?.();
+      res.once('close', () => end(s));
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        'x-accel-buffering': 'no',
+      });
+      res.write(retryFrame);
+      await catchUp(s);
+    },
+    closeAll() {
+      unsubscribe();
+      unreset();
+      unrevoke();
+      clearInterval(heartbeat);
+      for (const s of [...streams]) end(s);
+    },
+  };
+}
