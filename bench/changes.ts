@@ -1,0 +1,292 @@
+/**
+ * The change feed: how soon a published change reaches its consumers, and what holding many of
+ * them costs the reader. One oddsfiles deployment with a process per role (watcher, worker,
+ * reader), the measured drops renamed into its inbox by this process.
+ *
+ * 1. Event latency: rename → the SSE `change` event at a stream client of this process, alone and
+ *    with background streams (in child processes) and background drops of the other feeds;
+ *    interleaved with drops measured as the freshness bench does (rename → first GET serving it).
+ * 2. Long-poll: waiting GET /v1/changes answered, timed from the event reaching the reference
+ *    stream client of this process (same clock), so the ingest path is not counted.
+ * 3. Fan-out: many streams on the one reader (clients split over child processes, every
+ *    `--sample`-th timing its events), changes of one file at `--fan-rate`/s: latency, the
+ *    reader's RSS, and /v1/data throughput of another file with and without the streams open.
+ */
+import { rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
+import { runCli } from '../test/helpers/service.js';
+import { benchArgs, commandLine } from './lib/cli.js';
+import { Dropper } from './lib/dropper.js';
+import { docTemplate, version, type DocTemplate } from './lib/drops.js';
+import { runLoad, loadTool } from './lib/load.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { Poller } from './lib/poller.js';
+import { memOf, quiesce } from './lib/proc.js';
+import { publishReport, table } from './lib/report.js';
+import { dropAndPoll, waitDrained } from './lib/rounds.js';
+import { log, runMain } from './lib/run.js';
+import { ClientsChild, SseSocket } from './lib/sse-clients.js';
+import { fmtMs, fmtX, median, nowMs, quantile } from './lib/stats.js';
+
+const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
+  drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },
+  rate: { type: 'number', default: 100, quick: 20, description: 'background drops per second of the other feeds in the loaded condition' },
+  kb: { type: 'number', default: 200, quick: 20, description: 'size of every drop, KiB' },
+  'bg-streams': { type: 'number', default: 1000, quick: 50, description: 'open streams in the loaded condition' },
+  'bg-scope': {
+    type: 'string',
+    default: 'all',
+    choices: ['all', 'measured'],
+    description: "the files the background streams' key may read: every feed (each stream gets every background change) or only the measured one",
+  },
+  waiters: { type: 'number', default: 1000, quick: 20, description: 'waiting long-polls per round' },
+  'lp-rounds': { type: 'number', default: 10, quick: 2, description: 'long-poll rounds (one change each)' },
+  streams: { type: 'number', default: 10_000, quick: 50, description: 'open streams on the reader in the fan-out part' },
+  procs: { type: 'number', default: 4, quick: 1, description: 'child processes holding the stream clients' },
+  sample: { type: 'number', default: 10, quick: 5, description: 'every N-th fan-out stream times its events' },
+  'fan-rate': { type: 'number', default: 10, description: 'changes per second in the fan-out part' },
+  'fan-seconds': { type: 'number', default: 20, quick: 3, description: 'seconds of changes measured in the fan-out part' },
+  'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
+  'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
+  'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
+});
+const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
+const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
+const LOADED = OTHERS[0]!;
+const PLAN = { rate: { max: 1_000_000_000, per: '1m' }, streams: 100_000 };
+const mustHave = async <T>(p: Promise<T | undefined>): Promise<T> => (await p) ?? Promise.reject(new Error('a measured drop had no event within 10 s'));
+const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
+const pct = (v: number[]) => `${fmtMs(median(v))} / ${fmtMs(quantile(v, 0.99))}`;
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  log(machineLine(machine));
+  const template = docTemplate(MEASURED, args.kb * 1024);
+  const sys = await OddsfilesSystem.start({
+    label: 'changes',
+    shape: 'split',
+    config: { plans: { pro: { allow: ['*'], ...PLAN }, measured: { allow: [MEASURED.filename], ...PLAN } } },
+  });
+  const base = sys.readerUrl!;
+  const created = await runCli(sys.env, ['keys', 'create', '--name', 'bench-measured', '--plan', 'measured']);
+  if (created.code !== 0) throw new Error(`keys create failed: ${created.stderr}`);
+  const bgKey = args['bg-scope'] === 'all' ? sys.key : created.stdout.trim();
+  const readerPid = sys.reader!.pid;
+  const rssStart = memOf(readerPid).rss;
+
+  // The reference stream client: every event, by the ETag of its version.
+  const seen = new Map<string, { id: number; at: number }>();
+  const waiting = new Map<string, (e: { id: number; at: number } | undefined) => void>();
+  const ref = new SseSocket(base, sys.key, undefined, (e) => {
+    const etag = (JSON.parse(e.data) as { etag: string }).etag;
+    seen.set(etag, e);
+    if (!waiting.has(etag)) return;
+    for (const [k, resolve] of [...waiting]) {
+      if (k === etag) break;
+      resolve(undefined);
+    }
+    waiting.get(etag)!(e);
+  });
+  await ref.opened;
+  const poller = new Poller(base, sys.key);
+  let etag = (await dropAndPoll(sys, poller, template, undefined)).etag;
+  await dropAndPoll(sys, poller, docTemplate(LOADED, args.kb * 1024), undefined);
+
+  /** Rename a new version of `t` into the inbox; its rename time, and its event at `ref`. */
+  const drop = async (t: DocTemplate) => {
+    const v = version(t);
+    const tmp = join(sys.inbox, `.changes-${process.pid}.tmp`);
+    await writeFile(tmp, v.bytes);
+    // undefined: no event within 10 s, or a later version's came first (this one was replaced in
+    // the inbox before it was claimed: a rename over a file the watcher has not taken yet).
+    const event = new Promise<{ id: number; at: number } | undefined>((resolve) => {
+      const timer = setTimeout(() => (waiting.delete(v.etag), resolve(undefined)), 10_000);
+      waiting.set(v.etag, (e) => (clearTimeout(timer), waiting.delete(v.etag), resolve(e)));
+    });
+    const t0 = nowMs();
+    await rename(tmp, join(sys.inbox, t.feed.filename));
+    etag = v.etag;
+    return { t0, event };
+  };
+
+  const children = await Promise.all(Array.from({ length: Math.max(1, args.procs) }, () => ClientsChild.start()));
+  const openStreams = async (n: number, key: string, sampleEvery: number) => {
+    const share = (i: number) => Math.floor(n / children.length) + (i < n % children.length ? 1 : 0);
+    const r = await Promise.all(children.map((c, i) => c.open(base, key, share(i), ref.lastId, sampleEvery)));
+    const opened = r.reduce((s, x) => s + x.opened, 0);
+    if (opened < n) log(`only ${opened} of ${n} streams opened: ${r.find((x) => x.error)?.error}`);
+    return opened;
+  };
+  const latencies = async (t0: [number, number][]) => {
+    const r = await Promise.all(children.map((c) => c.latencies(t0)));
+    return { ms: r.flatMap((x) => x.ms), missing: r.reduce((s, x) => s + x.missing, 0), behind: r.reduce((s, x) => s + x.behind, 0) };
+  };
+  const pids = () => [...sys.pids(), ...children.map((c) => c.pid)];
+  await quiesce(pids());
+
+  // ---------------------------------------------------------------- 1. event latency
+  const dropper = await Dropper.start(OTHERS, args.kb * 1024);
+  const lat: Record<string, { sse: number[]; get: number[]; bg: number[]; note: string }> = {};
+  for (const condition of ['alone', 'loaded'] as const) {
+    const r = (lat[condition] = { sse: [] as number[], get: [] as number[], bg: [] as number[], note: '' });
+    let bgOpen = 0;
+    if (condition === 'loaded') {
+      bgOpen = await openStreams(args['bg-streams'], bgKey, Math.max(1, Math.floor(args['bg-streams'] / 10)));
+      dropper.begin(sys.inbox, args.rate);
+      await sleep(1000);
+    }
+    const t0s: [number, number][] = [];
+    for (let i = 0; i < args.drops; i++) {
+      const d = await drop(template);
+      const e = await mustHave(d.event);
+      r.sse.push(e.at - d.t0);
+      t0s.push([e.id, d.t0]);
+      await sleep(30 + Math.random() * 50);
+      const p = await dropAndPoll(sys, poller, template, etag);
+      etag = p.etag;
+      r.get.push(p.fresh);
+      await sleep(30 + Math.random() * 50);
+    }
+    if (condition === 'loaded') {
+      const sent = await dropper.end();
+      const drained = await waitDrained(sys, 60_000);
+      const bg = await latencies(t0s);
+      r.bg = bg.ms;
+      r.note = `${bgOpen} streams (key: ${args['bg-scope']} feeds), ${Math.round((sent.sent * 1000) / sent.ms)} drops/s${drained ? '' : ', **backlog not drained in 60 s**'}; ${bg.missing} sampled events missing`;
+      await Promise.all(children.map((c) => c.closeAll()));
+    }
+    log(`${condition}: rename → event p50/p99 ${pct(r.sse)} ms; rename → GET ${pct(r.get)} ms`);
+    await quiesce(pids());
+  }
+
+  // ---------------------------------------------------------------- 2. long-poll
+  const lp: number[] = [];
+  const lpRename: number[] = [];
+  let lpAnswered = 0;
+  for (let round = 0; round < args['lp-rounds']; round++) {
+    const head = ((await (await fetch(`${base}/v1/catalog`, { headers: { 'x-api-key': sys.key } })).json()) as { position: number }).position;
+    const share = Math.ceil(args.waiters / children.length);
+    await Promise.all(children.map((c) => c.wait(base, sys.key, share, head, 30)));
+    await sleep(2000);
+    const d = await drop(template);
+    const e = await mustHave(d.event);
+    const answers = await Promise.all(children.map((c) => c.waited()));
+    for (const a of answers) {
+      lpAnswered += a.withChange;
+      for (const at of a.at) {
+        lp.push(at - e.at);
+        lpRename.push(at - d.t0);
+      }
+    }
+    await quiesce(pids());
+  }
+  log(`long-poll: event → answer p50/p99 ${pct(lp)} ms`);
+
+  // ---------------------------------------------------------------- 3. fan-out
+  /** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
+  const dropLoop = (rate: number) => {
+    let stop = false;
+    const done = (async () => {
+      const out: Promise<[number, number] | undefined>[] = [];
+      const start = nowMs();
+      for (let i = 0; !stop; i++) {
+        await sleep(Math.max(0, start + (i * 1000) / rate - nowMs()));
+        const d = await drop(template);
+        out.push(d.event.then((e) => (e ? ([e.id, d.t0] as [number, number]) : undefined)));
+      }
+      const all = await Promise.all(out);
+      const got = all.filter((x) => x !== undefined);
+      return { t0: got, skipped: all.length - got.length };
+    })();
+    return async () => {
+      stop = true;
+      return done;
+    };
+  };
+  const load = async () => {
+    const stop = dropLoop(args['fan-rate']);
+    const r = await runLoad({
+      url: `${base}/v1/data/${LOADED.filename}`,
+      headers: { 'x-api-key': sys.key },
+      connections: args['load-connections'],
+      seconds: args['load-seconds'],
+    });
+    await stop();
+    return r;
+  };
+  const without = await load();
+  await quiesce(pids());
+  const rss0 = memOf(readerPid).rss;
+  const t1 = Date.now();
+  const n = await openStreams(args.streams, sys.key, args.sample);
+  log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  await quiesce(pids(), { maxMs: 10_000 });
+  const rssOpen = memOf(readerPid).rss;
+  let rssMax = rssOpen;
+  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(readerPid).rss)), 250);
+  const stopFan = dropLoop(args['fan-rate']);
+  await sleep(args['fan-seconds'] * 1000);
+  const { t0: fanT0, skipped } = await stopFan();
+  await sleep(2000);
+  const fan = await latencies(fanT0);
+  const fanRef = fanT0.map(([id, t0]) => [...seen.values()].find((s) => s.id === id)!.at - t0);
+  const withStreams = await load();
+  clearInterval(rssTimer);
+  await Promise.all(children.map((c) => c.closeAll()));
+  ref.close();
+  poller.close();
+  log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
+
+  // ---------------------------------------------------------------- report
+  const MB = 2 ** 20;
+  const rssLimit = 100 * MB + n * 10 * 1024;
+  const ratio = withStreams.rps / without.rps;
+  const rows: string[][] = [];
+  for (const c of ['alone', 'loaded'] as const) {
+    const r = lat[c]!;
+    const ok = median(r.sse) <= 15 && quantile(r.sse, 0.99) <= 50;
+    rows.push([`event latency, ${c}: rename → SSE event (reference client)`, `${pct(r.sse)} ms`, 'p50 ≤ 15 / p99 ≤ 50 ms', verdict(ok)]);
+    rows.push([`  for comparison, ${c}: rename → first GET serving it (tight poll)`, `${pct(r.get)} ms`, '', '']);
+    if (c === 'loaded') {
+      const okBg = median(r.bg) <= 15 && quantile(r.bg, 0.99) <= 50;
+      rows.push([
+        `  ${c}: rename → SSE event at ${r.bg.length / Math.max(1, r.sse.length)} sampled background streams`,
+        `${pct(r.bg)} ms`,
+        'p50 ≤ 15 / p99 ≤ 50 ms',
+        verdict(okBg),
+      ]);
+    }
+  }
+  rows.push([`long-poll: ${args.waiters} waiting, event at the reference client → answer`, `${pct(lp)} ms`, 'p99 ≤ 50 ms', verdict(quantile(lp, 0.99) <= 50)]);
+  rows.push(['  the same from the rename', `${pct(lpRename)} ms`, '', '']);
+  rows.push([
+    `fan-out: ${n} streams, ${args['fan-rate']} changes/s, rename → event at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams`,
+    `${pct(fan.ms)} ms`,
+    'p99 ≤ 100 ms',
+    verdict(quantile(fan.ms, 0.99) <= 100 && n >= args.streams),
+  ]);
+  rows.push(['  the same at the reference client', `${pct(fanRef)} ms`, '', '']);
+  rows.push([
+    `fan-out: reader RSS, peak with the streams open`,
+    `${(rssMax / MB).toFixed(0)} MB`,
+    `≤ ${(rssLimit / MB).toFixed(0)} MB`,
+    verdict(rssMax <= rssLimit),
+  ]);
+  rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
+  const out = [
+    machineLine(machine),
+    '',
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; one deployment with a process per role; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${args.drops} measured drops per condition, each followed by one polled drop; loaded: ${lat.loaded!.note}. Latencies are p50 / p99 (nearest rank; p99 of ${args.drops} samples is the largest but one at most). Clients are raw sockets on the bench's clock (nowMs()), the background and fan-out ones in ${children.length} child processes, which compete for the same ${machine.nproc} cores.`,
+    '',
+    table(['measure', 'p50 / p99 (or value)', 'target', ''], rows, ['l', 'r', 'l', 'l']),
+    '',
+    `Long-poll: ${args['lp-rounds']} rounds of ${args.waiters} GET /v1/changes?since=<head>&wait=30, one change each; ${lpAnswered} of ${lp.length} answers carried it; timed from the moment the change's event reached the reference stream client (the commit is not observable from outside; this leaves the ingest path out).`,
+    `Fan-out: ${n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fanT0.length} changes timed (${skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fan.missing} sampled events missing, ${fan.behind} streams behind at the end. Reader RSS ${(rssStart / MB).toFixed(0)} MB once started, ${(rss0 / MB).toFixed(0)} MB just before the streams opened (after the parts above), ${(rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((rssMax - rss0) / Math.max(1, n) / 1024)} KB per stream. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(without.rps)} req/s without the streams, ${Math.round(withStreams.rps)} req/s with them (p99 ${fmtMs(without.p99ms)} / ${fmtMs(withStreams.p99ms)} ms).`,
+  ].join('\n');
+  await publishReport('changes', out, !args['no-doc'] && !args.quick);
+}
+
+runMain(main);
