@@ -264,6 +264,16 @@ describe('the change feed end to end', () => {
     await sleep(200);
     expect(text).toContain('event: dropped');
     stalled.destroy();
+    // `status` shows the readers' figures (each reader shares them every few seconds).
+    await waitFor(
+      async () => {
+        const res = await runCli(env, ['status', '--json']);
+        const c = (JSON.parse(res.stdout) as { changes: { position: number; readers: number; streams: number; events: number; dropped: number } }).changes;
+        return c.position === seq + n && c.readers === 2 && c.dropped === 1 && c.events >= n && c.streams >= 1;
+      },
+      15_000,
+      'status to show the change figures',
+    );
   }, 60_000);
 
   it('after a SIGKILL, a client resuming with Last-Event-ID gets what was published meanwhile', async () => {

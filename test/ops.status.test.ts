@@ -21,6 +21,7 @@ import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 interface StatusJson {
   now: string;
   seq: number;
+  changes: Record<string, number | null>;
   queue: Record<string, number>;
   workers: number | null;
   feeds: { filename: string; stale: boolean; ageMs: number; publishedAgeMs: number; staleAfterMs: number; generatedAt: string }[];
@@ -105,7 +106,9 @@ describe('oddsfiles status', () => {
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const s = JSON.parse(res.stdout) as StatusJson;
-    expect(Object.keys(s).sort()).toEqual(['feeds', 'missing', 'now', 'queue', 'rejections', 'seq', 'stale', 'workers']);
+    expect(Object.keys(s).sort()).toEqual(['changes', 'feeds', 'missing', 'now', 'queue', 'rejections', 'seq', 'stale', 'workers']);
+    // Committed straight to the catalog here: no reader runs, so no reader figures.
+    expect(s.changes).toEqual({ position: 2, oldest: 1, streams: 0, events: 0, dropped: 0, waiting: 0, readers: 0 });
     expect(s.stale).toBe(0);
     expect(s.seq).toBe(2);
     expect(s.queue).toMatchObject({ waiting: 2, active: 0, delayed: 0, failed: 0, completed: 0 });

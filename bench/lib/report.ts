@@ -14,7 +14,10 @@ export const REPORT_DIR = join(ROOT, 'docs/benchmarks');
 export async function writeReport(name: string, markdown: string): Promise<void> {
   await mkdir(REPORT_DIR, { recursive: true });
   const path = join(REPORT_DIR, `${name}.md`);
-  await writeFile(path, `# Benchmark: ${name}\n\nWritten by \`bench/\`; see [BENCHMARKS.md](../BENCHMARKS.md) for how to run it and the targets.\n\n${markdown.trim()}\n`);
+  await writeFile(
+    path,
+    `# Benchmark: ${name}\n\nWritten by \`bench/\`; see [BENCHMARKS.md](../BENCHMARKS.md) for how to run it and the targets.\n\n${markdown.trim()}\n`,
+  );
   log(`wrote the "${name}" report to ${path}`);
 }
 

@@ -6,6 +6,7 @@
  * Exit 1 when a feed is stale.
  */
 import type { Command } from 'commander';
+import { createChangeLog } from '../catalog/change-log.js';
 import { createCatalog } from '../catalog/redis-catalog.js';
 import type { CatalogEntry } from '../catalog/types.js';
 import type { Config } from '../config.js';
@@ -13,6 +14,7 @@ import { formatAge } from '../duration.js';
 import { UsageError } from '../errors.js';
 import { buildRegistry, parseFilename } from '../feeds/registry.js';
 import { createRejectionLog } from '../ingest/rejection-log.js';
+import { readChangeStats, type ChangeStats } from '../ops/change-stats.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
 import type { RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
@@ -47,6 +49,8 @@ export interface StatusReport {
   /** How many published feeds are stale. */
   readonly stale: number;
   readonly rejections: RejectionRecord[];
+  /** The change log's span, and what the readers' change endpoints are doing (summed over readers). */
+  readonly changes: ChangeStats & { readonly readers: number; readonly position: number; readonly oldest: number | null };
 }
 
 /** The feeds part of the report: pure, for tests and for anyone holding a snapshot. */
@@ -74,17 +78,20 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const queue = createQueueCounts(redis, config.redis.prefix);
       const now = Date.now();
       const registry = buildRegistry(config.bookmakers, config.sports);
-      const [counts, workers, snapshot, rejections] = await Promise.all([
+      const [counts, workers, snapshot, rejections, bounds, changeStats] = await Promise.all([
         queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
         queue.getWorkersCount().catch(() => null),
         createCatalog(redis, ctx.keys()).snapshot(),
         wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
+        createChangeLog(redis, ctx.keys()).bounds(),
+        readChangeStats(redis, ctx.keys()),
       ]);
+      const changes = { position: bounds.last, oldest: bounds.first ?? null, ...changeStats };
       const feeds = feedStatuses(snapshot.entries, config.staleAfterMs, now);
       const published = new Set(feeds.map((f) => f.filename));
       const missing = registry.filenames.filter((n) => !published.has(n));
       const stale = feeds.filter((f) => f.stale).length;
-      const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections };
+      const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections, changes };
       if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       else ctx.io.stdout.write(renderText(report, registry, now));
       if (stale > 0) process.exitCode = 1;
@@ -96,7 +103,12 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   const parts: string[] = [];
   const states = [...QUEUE_STATES, ...RARE_STATES.filter((s) => (queue[s] ?? 0) > 0)];
   const workers = report.workers === null ? '' : `; workers ${report.workers}`;
-  parts.push(`queue    ${states.map((s) => `${s} ${queue[s] ?? 0}`).join(', ')}${workers}\n\n`);
+  parts.push(`queue    ${states.map((s) => `${s} ${queue[s] ?? 0}`).join(', ')}${workers}\n`);
+  const c = report.changes;
+  const span = c.oldest === null ? 'empty' : `${c.oldest}-${c.position}`;
+  parts.push(
+    `changes  position ${c.position} (log ${span}); ${c.readers} reader(s): ${c.streams} streams open, ${c.events} events sent, ${c.dropped} dropped as slow, ${c.waiting} long-polls waiting\n\n`,
+  );
 
   // Every feed of the registry: published ones with their age, the others as never published.
   const rows: { filename: string; cells: string[] }[] = feeds.map((f) => ({

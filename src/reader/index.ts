@@ -19,6 +19,7 @@ import { createReaderState } from './state.js';
 import { createChangeLog } from '../catalog/change-log.js';
 import { redisKeys } from '../redis/keys.js';
 import { createChangeFeed } from './changes/feed.js';
+import { createChangeTally, shareChangeStats } from '../ops/change-stats.js';
 import type { PublishedCache } from './cache.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
@@ -79,7 +80,9 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
     published: state.published,
     logger: deps.log.child({ component: 'changes' }),
   });
+  let stopStats: (() => void) | undefined;
   const stopFeed = async () => {
+    stopStats?.();
     const closing = feed.close();
     tailRedis.disconnect();
     await closing;
@@ -108,11 +111,13 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       // Briefly: while Redis is away the reader starts anyway and serves without limits (fail-open).
       await whenReady(limitsRedis, 2000).catch(() => undefined);
     }
+    const tally = createChangeTally(metrics?.changes);
+    stopStats = shareChangeStats(deps.redis, redisKeys(deps.config.redis.prefix), tally.stats);
     const app = await buildReaderApp({
       ...deps,
       state,
       feed,
-      changeCounters: metrics?.changes,
+      changeCounters: tally,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,

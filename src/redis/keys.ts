@@ -14,6 +14,8 @@ export interface RedisKeys {
   readonly catalogChannel: string;
   /** Stream: every published change under the id `<seq>-0` (the change log behind /v1/changes and /v1/stream). */
   readonly changeLog: string;
+  /** One reader's change-endpoint figures (JSON, expiring), for `status`; `*` for the pattern of all. */
+  readerStats(id: string): string;
   /** Pub/sub channel carrying a version's bytes to readers, sent ahead of its commit (carried.ts). */
   readonly catalogBytesChannel: string;
   /** Sorted set of recent rejections (score: time), JSON members. */
@@ -41,6 +43,7 @@ export function redisKeys(prefix: string): RedisKeys {
     catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
     catalogChannel: `${prefix}:catalog:changes`,
     changeLog: `${prefix}:catalog:log`,
+    readerStats: (id) => `${prefix}:readers:changes:${id}`,
     catalogBytesChannel: `${prefix}:catalog:bytes`,
     rejections: `${prefix}:rejections`,
     apiKeys: `${prefix}:apikeys`,
