@@ -105,6 +105,9 @@ describe('the change feed end to end', () => {
     const free = await stream(keys.free!);
     expect(pro.status).toBe(200);
     expect(pro.headers['content-type']).toMatch(/^text\/event-stream/);
+    // HTTP/1.1: no chunk framing; the stream ends with its connection.
+    expect(pro.headers['transfer-encoding']).toBeUndefined();
+    expect(pro.headers.connection).toBe('close');
     await publish(LIVE);
     await publish(PREGAME);
     // Both drops were in the inbox at once: either may be published first.

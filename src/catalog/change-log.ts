@@ -7,10 +7,17 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.js';
 import type { CatalogEntry } from './types.js';
 
+/** What the log keeps of a published entry: what a consumer is told, and what orders versions. */
+export type ChangeEntry = Pick<CatalogEntry, 'filename' | 'sha256' | 'size' | 'generatedAt' | 'generatedAtMs' | 'publishedAt'>;
+
+export function changeEntryOf(e: CatalogEntry): ChangeEntry {
+  return { filename: e.filename, sha256: e.sha256, size: e.size, generatedAt: e.generatedAt, generatedAtMs: e.generatedAtMs, publishedAt: e.publishedAt };
+}
+
 export interface LoggedChange {
   /** The catalog's seq of this change: its position in the log. */
   readonly seq: number;
-  readonly entry: CatalogEntry;
+  readonly entry: ChangeEntry;
   /** The sha256 this version replaced under its filename; null for a first publication. */
   readonly previousSha256: string | null;
 }
@@ -60,10 +67,10 @@ function positionOf(id: string): number {
 function parseEntries(raw: readonly RawEntry[]): LoggedChange[] {
   const out: LoggedChange[] = [];
   for (const [id, fields] of raw) {
-    let entry: CatalogEntry | undefined;
+    let entry: ChangeEntry | undefined;
     let previous: string | null = null;
     for (let i = 0; i < fields.length; i += 2) {
-      if (fields[i] === 'e') entry = JSON.parse(fields[i + 1]!) as CatalogEntry;
+      if (fields[i] === 'e') entry = JSON.parse(fields[i + 1]!) as ChangeEntry;
       else if (fields[i] === 'p') previous = fields[i + 1] || null;
     }
     if (entry !== undefined) out.push({ seq: positionOf(id), entry, previousSha256: previous });

@@ -5,11 +5,12 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.js';
 import { encodeCarried } from './carried.js';
+import { changeEntryOf } from './change-log.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
 // KEYS: catalog hash, seq counter, versions list, change log (stream). ARGV: filename, entry JSON,
 // generatedAtMs, sha256, keepVersions, channel, publishedAtMs, log max entries (0: untrimmed), log
-// cutoff ms (0: none). Equal generated_at with new bytes publishes (a correction). Every published
+// cutoff ms (0: none), the change's JSON for the log (the entry's fields a consumer sees). Equal generated_at with new bytes publishes (a correction). Every published
 // change is appended to the log under the id <seq>-0, with the sha256 it replaced; the log is
 // trimmed by length, and by age a bounded number of entries per commit.
 const COMMIT_LUA = `
@@ -27,10 +28,10 @@ if cur then
 end
 local seq = redis.call('INCR', KEYS[2])
 local id = seq .. '-0'
-if not pcall(redis.call, 'XADD', KEYS[4], id, 'e', ARGV[2], 'p', prev, 't', ARGV[7]) then
+if not pcall(redis.call, 'XADD', KEYS[4], id, 'e', ARGV[10], 'p', prev, 't', ARGV[7]) then
   -- The counter went back (Redis lost it, the log survived): the log starts again from here.
   redis.call('DEL', KEYS[4])
-  redis.call('XADD', KEYS[4], id, 'e', ARGV[2], 'p', prev, 't', ARGV[7])
+  redis.call('XADD', KEYS[4], id, 'e', ARGV[10], 'p', prev, 't', ARGV[7])
 end
 if tonumber(ARGV[8]) > 0 then redis.call('XTRIM', KEYS[4], 'MAXLEN', '~', ARGV[8]) end
 local cutoff = tonumber(ARGV[9])
@@ -113,6 +114,7 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         String(Number.isFinite(publishedMs) ? publishedMs : Date.now()),
         String(changeLog?.maxEntries ?? 0),
         String(changeLog ? Date.now() - changeLog.retentionMs : 0),
+        JSON.stringify(changeEntryOf(entry)),
       )) as string[];
       const [outcome, current, seq, ...evicted] = reply;
       return {

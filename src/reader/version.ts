@@ -63,7 +63,9 @@ export function etagFor(sha256: string, coding: Coding): string {
 }
 
 /** Is `entry` (learned at `seq`) a later version than `held`? Equal generated_at: the later commit. */
-export function supersedes(entry: CatalogEntry, seq: number, held: { entry: CatalogEntry; seq: number }): boolean {
+type Ordered = Pick<CatalogEntry, 'sha256' | 'generatedAtMs'>;
+
+export function supersedes(entry: Ordered, seq: number, held: { entry: Ordered; seq: number }): boolean {
   if (entry.sha256 === held.entry.sha256) return false;
   if (entry.generatedAtMs !== held.entry.generatedAtMs) return entry.generatedAtMs > held.entry.generatedAtMs;
   return seq > held.seq;

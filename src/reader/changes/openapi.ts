@@ -1,5 +1,9 @@
-/** The OpenAPI description of the change endpoints (documentation only: nothing is validated per request). */
-import { COMMON_PROBLEMS, problem, RATE_HEADERS, RETRY_AFTER } from '../openapi.js';
+/**
+ * The OpenAPI description of the change endpoints (documentation only: nothing is validated per
+ * request). The query parameters are added to the document by its transform (CHANGE_QUERIES), not
+ * to the routes: Fastify would validate them before the key is checked, with its own messages.
+ */
+import { COMMON_PROBLEMS, problem, RATE_HEADERS, RETRY_AFTER } from '../openapi-parts.js';
 
 const CHANGE = {
   type: 'object',
@@ -70,14 +74,6 @@ export const CHANGES_ROUTE_SCHEMA = {
   description:
     'Oldest first, at most `limit`. With `wait`, the request is held until there is a change to your files or the wait ends; an empty answer still moves `next` past what it looked at. A held request counts once against your rate.',
   tags: ['changes'],
-  querystring: {
-    type: 'object',
-    properties: {
-      since: SINCE,
-      wait: { type: 'number', minimum: 0, maximum: 60, description: 'Seconds to hold the request when there is nothing yet (default 0).' },
-      limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'Most changes in one answer (default 100).' },
-    },
-  },
   response: {
     200: {
       description: 'The changes, and the position to ask for next.',
@@ -104,7 +100,6 @@ export const STREAM_ROUTE_SCHEMA = {
   description:
     'text/event-stream. Each change is an event `change` with `id:` its position and the change as JSON `data:`; resume with Last-Event-ID (browsers and EventSource clients send it themselves) or `?since=`. A comment line every ~15 s keeps the connection open. The server may end a stream with an event `dropped` (you read too slowly), `revoked` (your key was revoked) or `reset` (the log moved out of reach: list again with getCatalog). Counts once against your rate when opened.',
   tags: ['changes'],
-  querystring: { type: 'object', properties: { since: SINCE } },
   response: {
     200: { description: 'The event stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
     ...COMMON_PROBLEMS,
@@ -116,3 +111,16 @@ export const STREAM_ROUTE_SCHEMA = {
     }),
   },
 } as const;
+
+/** The query parameters of each change endpoint, by path, for the OpenAPI document. */
+export const CHANGE_QUERIES: Readonly<Record<string, object>> = {
+  '/v1/changes': {
+    type: 'object',
+    properties: {
+      since: SINCE,
+      wait: { type: 'number', minimum: 0, maximum: 60, description: 'Seconds to hold the request when there is nothing yet (default 0).' },
+      limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'Most changes in one answer (default 100).' },
+    },
+  },
+  '/v1/stream': { type: 'object', properties: { since: { ...SINCE, description: 'Where to resume when you send no Last-Event-ID (default: now).' } } },
+};

@@ -12,6 +12,7 @@
  * `revoked` event; when the log moved out of reach every stream ends with `reset`.
  */
 import type { ServerResponse } from 'node:http';
+import type { Writable } from 'node:stream';
 import type { Principal } from '../../keys/ring.js';
 import type { ChangeFeed } from './feed.js';
 import type { FeedEvent } from './event.js';
@@ -34,9 +35,13 @@ export interface StreamHubDeps {
   readonly retryMs?: number;
 }
 
+/** Where a stream's bytes go: the socket itself over HTTP/1.1 (no chunk framing per event), the response over HTTP/2. */
+type Sink = Pick<Writable, 'write' | 'once' | 'writableLength'>;
+
 interface OpenStream {
   readonly principal: Principal;
   readonly res: ServerResponse;
+  readonly out: Sink;
   readonly replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>;
   /** The last position written (or skipped as not allowed). */
   cursor: number;
@@ -61,6 +66,8 @@ export interface StreamHub {
 
 const HEARTBEAT = Buffer.from(':\n\n');
 const END_GRACE_MS = 5000;
+/** Streams written to per turn of the event loop. */
+const SLICE = 500;
 
 export function createStreamHub(deps: StreamHubDeps): StreamHub {
   const { feed, maxBufferedBytes, counters } = deps;
@@ -74,7 +81,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (n <= 0) perKey.delete(s.principal.rateKey);
     else perKey.set(s.principal.rateKey, n);
     counters?.closed?.();
-    if (event !== undefined && !s.res.destroyed) s.res.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
+    if (event !== undefined && !s.res.destroyed) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
     s.res.end();
     // A client that reads nothing never lets the end through: give it a few seconds, no more.
     const t = setTimeout(() => s.res.destroy(), END_GRACE_MS);
@@ -84,8 +91,8 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
 
   /** Write `frame`; over the bound, the stream falls behind until its client has read. */
   const write = (s: OpenStream, frame: Buffer): void => {
-    s.res.write(frame);
-    if (s.res.writableLength > maxBufferedBytes) fallBehind(s);
+    s.out.write(frame);
+    if (s.out.writableLength > maxBufferedBytes) fallBehind(s);
   };
 
   const fallBehind = (s: OpenStream): void => {
@@ -93,7 +100,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       s.behind = true;
       s.behindSince = Date.now();
     }
-    s.res.once('drain', () => void catchUp(s));
+    s.out.once('drain', () => void catchUp(s));
   };
 
   /** Write what the stream missed since its cursor, page by page, until it is level with the feed. */
@@ -107,12 +114,12 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         for (const e of page.events) {
           if (e.seq <= s.cursor) continue;
           s.cursor = e.seq;
-          s.res.write(e.frame);
+          s.out.write(e.frame);
           sent++;
         }
         if (sent > 0) counters?.sent?.(sent);
         s.cursor = Math.max(s.cursor, page.next);
-        if (s.res.writableLength > maxBufferedBytes) return fallBehind(s);
+        if (s.out.writableLength > maxBufferedBytes) return fallBehind(s);
         if (s.cursor >= feed.position || s.cursor === before) break;
       }
       s.behind = false;
@@ -122,7 +129,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
   };
 
   const deliver = (s: OpenStream, e: FeedEvent): void => {
-    if (s.behind || e.seq <= s.cursor) return;
+    if (s.behind || e.seq <= s.cursor || !streams.has(s)) return;
     s.cursor = e.seq;
     if (s.principal.allows(e.filename)) {
       write(s, e.frame);
@@ -130,8 +137,29 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     }
   };
 
+  // Each change goes to every stream in slices, so that a process with thousands of streams keeps
+  // answering requests between them; changes are handed on one after the other, in order.
+  const queue: FeedEvent[] = [];
+  let list: OpenStream[] = [];
+  let next = 0;
+  const pump = (): void => {
+    for (;;) {
+      const e = queue[0];
+      if (e === undefined) return;
+      if (next === 0) list = [...streams];
+      const stop = Math.min(next + SLICE, list.length);
+      for (; next < stop; next++) deliver(list[next]!, e);
+      if (next < list.length) {
+        setImmediate(pump);
+        return;
+      }
+      queue.shift();
+      next = 0;
+    }
+  };
   const unsubscribe = feed.subscribe((e) => {
-    for (const s of streams) deliver(s, e);
+    queue.push(e);
+    if (queue.length === 1 && next === 0) pump();
   });
   const unreset = feed.onReset((position) => {
     for (const s of [...streams])
@@ -159,17 +187,22 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     },
     async start(principal, res, after, replay) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
-      const s: OpenStream = { principal, res, replay, cursor: after, behind: true, behindSince: Date.now() };
-      streams.add(s);
-      perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
-      counters?.opened?.();
-      res.once('close', () => end(s));
+      // HTTP/1.1: no chunked framing, the body ends with the connection; events go straight to the socket.
+      const http1 = res.req.httpVersionMajor === 1 && res.socket !== null;
+      if (http1) res.useChunkedEncodingByDefault = false;
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-store',
         'x-accel-buffering': 'no',
       });
-      res.write(retryFrame);
+      res.flushHeaders();
+      const out: Sink = http1 ? res.socket! : res;
+      const s: OpenStream = { principal, res, out, replay, cursor: after, behind: true, behindSince: Date.now() };
+      streams.add(s);
+      perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
+      counters?.opened?.();
+      res.once('close', () => end(s));
+      out.write(retryFrame);
       await catchUp(s);
     },
     closeAll() {
