@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine } from './lib/cli.js';
+import { benchArgs, commandLine, envOf } from './lib/cli.js';
 import { Dropper } from './lib/dropper.js';
 import { docTemplate, version, type DocTemplate } from './lib/drops.js';
 import { runLoad, loadTool } from './lib/load.js';
@@ -46,6 +46,7 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   'lp-rounds': { type: 'number', default: 10, quick: 2, description: 'long-poll rounds (one change each)' },
   streams: { type: 'number', default: 10_000, quick: 50, description: 'open streams on the reader in the fan-out part' },
   procs: { type: 'number', default: 4, quick: 1, description: 'child processes holding the stream clients' },
+  env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. MALLOC_ARENA_MAX=2, as the image sets)' },
   sample: { type: 'number', default: 10, quick: 5, description: 'every N-th fan-out stream times its events' },
   'fan-rate': { type: 'number', default: 10, description: 'changes per second in the fan-out part' },
   'fan-seconds': { type: 'number', default: 20, quick: 3, description: 'seconds of changes measured in the fan-out part' },
@@ -69,6 +70,7 @@ async function main(): Promise<void> {
     label: 'changes',
     shape: 'split',
     config: { plans: { pro: { allow: ['*'], ...PLAN }, measured: { allow: [MEASURED.filename], ...PLAN } } },
+    env: envOf(args.env),
   });
   const base = sys.readerUrl!;
   const created = await runCli(sys.env, ['keys', 'create', '--name', 'bench-measured', '--plan', 'measured']);

@@ -49,28 +49,9 @@ export function createVariantPicker(published: PublishedCache): VariantPicker {
   return (version, acceptEncoding) => pick(version, codings(acceptEncoding));
 }
 
-/** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */
-export function dataAnswer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Answer {
-  const inm = headers['if-none-match'];
-  const ims = headers['if-modified-since'];
-  if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
-    return {
-      status: 304,
-      headers: [
-        'etag',
-        variant.etag,
-        'last-modified',
-        version.lastModified,
-        GENERATED_AT,
-        version.entry.generatedAt,
-        'cache-control',
-        CACHE_CONTROL,
-        'vary',
-        'Accept-Encoding',
-      ],
-    };
-  }
-  const out = [
+/** The headers a 200 and a 304 of `variant` share: its validators, its time facts, how to cache it. */
+function versionHeaders(version: Version, variant: Variant): string[] {
+  return [
     'etag',
     variant.etag,
     'last-modified',
@@ -81,9 +62,18 @@ export function dataAnswer(version: Version, variant: Variant, headers: Incoming
     CACHE_CONTROL,
     'vary',
     'Accept-Encoding',
-    'content-type',
-    'application/json',
   ];
+}
+
+/** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */
+export function dataAnswer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Answer {
+  const inm = headers['if-none-match'];
+  const ims = headers['if-modified-since'];
+  if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
+    return { status: 304, headers: versionHeaders(version, variant) };
+  }
+  const out = versionHeaders(version, variant);
+  out.push('content-type', 'application/json');
   if (variant.coding !== 'identity') out.push('content-encoding', variant.coding);
   return { status: 200, headers: out, body: variant.body };
 }
