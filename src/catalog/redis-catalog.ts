@@ -36,7 +36,8 @@ end
 if tonumber(ARGV[8]) > 0 then redis.call('XTRIM', KEYS[4], 'MAXLEN', '~', ARGV[8]) end
 local cutoff = tonumber(ARGV[9])
 if cutoff > 0 then
-  local old = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', 64)
+  -- A few of the oldest per commit: enough to keep up, as each commit adds one.
+  local old = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', 4)
   local upto = nil
   for i = 1, #old do
     local f = old[i][2]
