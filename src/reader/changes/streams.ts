@@ -128,38 +128,72 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     }
   };
 
-  const deliver = (s: OpenStream, e: FeedEvent): void => {
-    if (s.behind || e.seq <= s.cursor || !streams.has(s)) return;
-    s.cursor = e.seq;
-    if (s.principal.allows(e.filename)) {
-      write(s, e.frame);
-      counters?.sent?.(1);
+  /** What of `batch` a stream at `cursor` with these patterns gets: one buffer, and how many events it holds. */
+  const framesFor = (
+    batch: readonly FeedEvent[],
+    cursor: number,
+    allows: (f: string) => boolean,
+  ): { frame: Buffer; count: number; last: number } | undefined => {
+    const frames: Buffer[] = [];
+    let last = cursor;
+    for (const e of batch) {
+      if (e.seq <= cursor) continue;
+      last = e.seq;
+      if (allows(e.filename)) frames.push(e.frame);
     }
+    if (last === cursor) return undefined;
+    return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length, last };
   };
 
-  // Each change goes to every stream in slices, so that a process with thousands of streams keeps
-  // answering requests between them; changes are handed on one after the other, in order.
-  const queue: FeedEvent[] = [];
+  /**
+   * The changes of `batch` to every stream, in slices of SLICE streams per turn of the event loop,
+   * so that a process with thousands of streams keeps answering requests between them. Changes
+   * that arrive meanwhile form the next batch: a busy process writes several changes to a stream
+   * at once (one write, made once per allow-list), an idle one each change as it comes.
+   */
+  let queue: FeedEvent[] = [];
+  let batch: FeedEvent[] = [];
   let list: OpenStream[] = [];
+  let shared = new Map<readonly string[], ReturnType<typeof framesFor>>();
   let next = 0;
   const pump = (): void => {
     for (;;) {
-      const e = queue[0];
-      if (e === undefined) return;
-      if (next === 0) list = [...streams];
+      if (next === 0) {
+        if (queue.length === 0) return;
+        batch = queue;
+        queue = [];
+        list = [...streams];
+        shared = new Map();
+      }
+      const first = batch[0]!.seq;
       const stop = Math.min(next + SLICE, list.length);
-      for (; next < stop; next++) deliver(list[next]!, e);
+      for (; next < stop; next++) {
+        const s = list[next]!;
+        if (s.behind || !streams.has(s)) continue;
+        // Streams level with the feed (nearly all) share the frames of their allow-list.
+        let out: ReturnType<typeof framesFor>;
+        if (s.cursor === first - 1) {
+          const key = s.principal.patterns;
+          if (!shared.has(key)) shared.set(key, framesFor(batch, first - 1, s.principal.allows));
+          out = shared.get(key);
+        } else out = framesFor(batch, s.cursor, s.principal.allows);
+        if (out === undefined) continue;
+        s.cursor = out.last;
+        if (out.count > 0) {
+          write(s, out.frame);
+          counters?.sent?.(out.count);
+        }
+      }
       if (next < list.length) {
         setImmediate(pump);
         return;
       }
-      queue.shift();
       next = 0;
     }
   };
   const unsubscribe = feed.subscribe((e) => {
     queue.push(e);
-    if (queue.length === 1 && next === 0) pump();
+    if (next === 0) pump();
   });
   const unreset = feed.onReset((position) => {
     for (const s of [...streams])
