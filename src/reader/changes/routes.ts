@@ -50,6 +50,10 @@ function json(body: unknown) {
   return { status: 200, headers: JSON_HEADERS, body: Buffer.from(JSON.stringify(body)) };
 }
 
+function changesAnswer(r: { events: readonly { json: unknown }[]; next: number }) {
+  return json({ changes: r.events.map((e) => e.json), next: r.next });
+}
+
 /** A non-negative integer from a query or header value; undefined when absent, NaN when malformed. */
 function position(value: unknown): number | undefined {
   if (value === undefined || value === '') return undefined;
@@ -127,16 +131,40 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
         return v1.replyFor(a, new HttpProblem('bad_request', `limit is an integer from 1 to ${MAX_LIMIT}.`));
       const gone = await unresumable(since);
       if (gone) return v1.replyFor(a, gone);
-      const answer = (r: { events: { json: unknown }[]; next: number }) => v1.replyFor(a, json({ changes: r.events.map((e) => e.json), next: r.next }));
       const now = await feed.since(since, a.principal.allows, limit);
-      if (now.events.length > 0 || wait === 0) return answer(now);
-      return answer(await waitFor(reply, a.principal, now.next, limit, wait * 1000));
+      if (now.events.length > 0 || wait === 0) return v1.replyFor(a, changesAnswer(now));
+      return v1.replyFor(a, await waitFor(reply, a.principal, now.next, limit, wait * 1000));
     }),
   );
 
+  /**
+   * The answers of long-polls woken by the same change: made once per position, limit and
+   * allow-list (a thousand clients of one key waiting from the head share one), kept for a turn.
+   */
+  let woken = new WeakMap<readonly string[], Map<string, Promise<ReturnType<typeof json>>>>();
+  let clearing = false;
+  const wokenAnswer = (principal: Principal, after: number, limit: number) => {
+    if (!clearing) {
+      clearing = true;
+      setImmediate(() => {
+        woken = new WeakMap();
+        clearing = false;
+      });
+    }
+    let byKey = woken.get(principal.patterns);
+    if (!byKey) woken.set(principal.patterns, (byKey = new Map()));
+    const key = `${after}:${limit}`;
+    let answer = byKey.get(key);
+    if (!answer) {
+      answer = feed.since(after, principal.allows, limit).then(changesAnswer, () => changesAnswer({ events: [], next: after }));
+      byKey.set(key, answer);
+    }
+    return answer;
+  };
+
   /** Hold a long-poll until a change it may see comes, the wait ends, or the client goes. */
   const waitFor = (reply: FastifyReply, principal: Principal, after: number, limit: number, ms: number) =>
-    new Promise<{ events: { json: unknown }[]; next: number }>((resolve) => {
+    new Promise<ReturnType<typeof json>>((resolve) => {
       deps.onWaiting?.(1);
       let done = false;
       const finish = () => {
@@ -146,7 +174,7 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
         unsubscribe();
         reply.raw.off('close', finish);
         deps.onWaiting?.(-1);
-        feed.since(after, principal.allows, limit).then(resolve, () => resolve({ events: [], next: after }));
+        void wokenAnswer(principal, after, limit).then(resolve);
       };
       const unsubscribe = feed.subscribe((e) => {
         if (principal.allows(e.filename)) finish();
