@@ -13,7 +13,8 @@ import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
-import { baseEnv, makeDataDir, runCli, startOddsfiles, type RunningOddsfiles } from './helpers/service.js';
+import { drop, tinyDoc } from './helpers/drops.js';
+import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
 interface Answer {
   readonly status: number;
@@ -28,6 +29,7 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
   let ca: Buffer;
   let key: string;
   let port: number;
+  let inbox: string;
 
   const https1 = (path: string, headers: Record<string, string> = {}, trust: Buffer | undefined = ca, alpn: string[] | null = ['http/1.1']): Promise<Answer> =>
     new Promise((resolve, reject) => {
@@ -65,6 +67,7 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
 
   beforeAll(async () => {
     const dataDir = await makeDataDir('tls');
+    inbox = join(dataDir, 'inbox');
     const certFile = join(dataDir, 'cert.pem');
     const keyFile = join(dataDir, 'key.pem');
     execFileSync(
@@ -134,6 +137,30 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
     expect((await http2('/v1/openapi.json')).status).toBe(200);
     const wrongMethod = await http2('/v1/files', { [h2.HTTP2_HEADER_METHOD]: 'DELETE' });
     expect(wrongMethod.status).toBe(405);
+  });
+
+  it('pushes changes over HTTP/2 as server-sent events', async () => {
+    const session = h2connect(`https://localhost:${port}`, { ca });
+    try {
+      const stream = session.request({ [h2.HTTP2_HEADER_PATH]: '/v1/stream', 'x-api-key': key });
+      let head: Record<string, unknown> = {};
+      let body = '';
+      stream.setEncoding('utf8');
+      stream.on('response', (h) => (head = h));
+      stream.on('data', (c: string) => (body += c));
+      await waitFor(async () => head[':status'] !== undefined, 5000, 'the stream head');
+      expect(head[':status']).toBe(200);
+      expect(head['content-type']).toMatch(/^text\/event-stream/);
+      await drop(inbox, 'site_live_northwind_soccer.json', tinyDoc('northwind', 'soccer', new Date().toISOString()));
+      await waitFor(
+        async () => /event: change\ndata: \{"position":\d+,"filename":"site_live_northwind_soccer.json"/.test(body),
+        10_000,
+        'a change event over HTTP/2',
+      );
+      stream.close();
+    } finally {
+      session.close();
+    }
   });
 
   it('answers plain HTTP on the TLS port with nothing HTTP', async () => {
