@@ -14,36 +14,9 @@
  */
 import { JsonTokenizer, type JsonSink } from './json-tokenizer.js';
 import { T_ARRAY, T_BOOLEAN, T_INTEGER, T_NULL, T_NUMBER, T_OBJECT, T_STRING, type SchemaPlan } from './schema-plan.js';
+import type { ByteRange, DocumentScanner, ScanResult, SchemaFault } from './scan-result.js';
 
-/** What ajv would say first (ajv's instancePath and message). */
-export interface SchemaFault {
-  readonly instancePath: string;
-  readonly message: string;
-}
-
-/** Where a value lies in the bytes: [start, end). */
-export interface ByteRange {
-  readonly start: number;
-  readonly end: number;
-}
-
-export type ScanResult =
-  | { readonly kind: 'invalid_json'; readonly detail: string }
-  | { readonly kind: 'too_deep' }
-  /** `what` as the JSON.parse path words it: "an array", "null", "string", "number", "boolean". */
-  | { readonly kind: 'not_an_object'; readonly what: string }
-  | {
-      readonly kind: 'object';
-      /** The first schema fault, or null when the document matches the schema. */
-      readonly fault: SchemaFault | null;
-      /** Number of top-level members (duplicates counted): 0 for `{}`. */
-      readonly members: number;
-      /** For each of the requested top-level names, where its last value lies, if present. */
-      readonly fields: readonly (ByteRange | undefined)[];
-    };
-
-/** Scan `buf` from `from` (its first byte that is not white space) to the end, with a plan (null: syntax only). */
-export type DocumentScanner = (buf: Buffer, from: number) => ScanResult;
+export type { ByteRange, DocumentScanner, ScanResult, SchemaFault } from './scan-result.js';
 
 /** One document, one scanner. `fields`: top-level property names whose last value's position is wanted. */
 export function scanDocument(buf: Buffer, from: number, plan: SchemaPlan | null, maxDepth: number, fields: readonly string[]): ScanResult {
