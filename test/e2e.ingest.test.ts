@@ -2,13 +2,13 @@
  * End to end over the real command: `oddsfiles start` as a child process, the generated corpus
  * dropped into its inbox, outcomes read from Redis (catalog and queue), the store and REJECTED_DIR.
  */
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIngestQueue } from '../src/ingest/queue.js';
 import { generateCorpus, type FixtureCase } from './fixtures/corpus.js';
-import { drop, pendingDrops } from './helpers/drops.js';
+import { drop, pendingDrops, rejectionRecords } from './helpers/drops.js';
 import { assertObjectsWhole, readCatalog, sha256 } from './helpers/published.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
@@ -98,12 +98,7 @@ describe('ingest end to end (oddsfiles start)', () => {
     const rejectedDir = join(dataDir, 'rejected');
     const reasons = await waitFor(
       async () => {
-        const ids = await readdir(rejectedDir).catch(() => [] as string[]);
-        const records = await Promise.all(
-          ids
-            .filter((i) => !i.startsWith('.'))
-            .map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>),
-        );
+        const records = await rejectionRecords(rejectedDir);
         return records.length === invalid.length ? records : undefined;
       },
       30_000,

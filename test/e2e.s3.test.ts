@@ -8,14 +8,14 @@
  */
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CatalogEntry } from '../src/catalog/types.js';
 import { EXAMPLE_FEEDS, generateCorpus, type FixtureCase } from './fixtures/corpus.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
-import { drop, pendingDrops, tinyDoc } from './helpers/drops.js';
+import { drop, pendingDrops, rejectionRecords, tinyDoc } from './helpers/drops.js';
 import { catalogSeq, readCatalog, sha256 } from './helpers/published.js';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { bucketReader, storePrefixOf, type BucketReader } from './helpers/s3-bucket.js';
@@ -267,12 +267,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     await Promise.all(invalid.map((c) => drop(inbox, c.filename, c.bytes)));
     const reasons = await waitFor(
       async () => {
-        const ids = await readdir(rejectedDir).catch(() => [] as string[]);
-        const records = await Promise.all(
-          ids
-            .filter((i) => !i.startsWith('.'))
-            .map(async (id) => JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as Record<string, string>),
-        );
+        const records = await rejectionRecords(rejectedDir);
         return records.length === invalid.length ? records : undefined;
       },
       30_000,
