@@ -10,7 +10,9 @@
  *    stream client of this process (same clock), so the ingest path is not counted.
  * 3. Fan-out: many streams on the one reader (clients split over child processes, every
  *    `--sample`-th timing its events), changes of one file at `--fan-rate`/s: latency, the
- *    reader's RSS, and /v1/data throughput of another file with and without the streams open.
+ *    reader's RSS, and /v1/data throughput of another file with and without the streams open;
+ *    then the same streams on a bare node:http server of events (bare-fanout.ts), the floor of
+ *    a Node server on this machine, for the CPU per event written and the RSS per stream.
  */
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,10 +26,11 @@ import { runLoad, loadTool } from './lib/load.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
-import { memOf, quiesce } from './lib/proc.js';
+import { cpuMs, memOf, quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
 import { dropAndPoll, waitDrained } from './lib/rounds.js';
 import { log, runMain } from './lib/run.js';
+import { BareFanout } from './lib/bare-fanout.js';
 import { ClientsChild, SseSocket } from './lib/sse-clients.js';
 import { fmtMs, fmtX, median, nowMs, quantile } from './lib/stats.js';
 
@@ -52,8 +55,12 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   'fan-seconds': { type: 'number', default: 20, quick: 3, description: 'seconds of changes measured in the fan-out part' },
   'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
   'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
+  part: { type: 'strings', description: 'run only this part: latency, long-poll or fan-out (repeatable; default all three)' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
+const PARTS = ['latency', 'long-poll', 'fan-out'] as const;
+for (const p of args.part) if (!(PARTS as readonly string[]).includes(p)) throw new Error(`--part takes ${PARTS.join(' | ')}, not "${p}"`);
+const runs = (p: (typeof PARTS)[number]) => args.part.length === 0 || args.part.includes(p);
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 const LOADED = OTHERS[0]!;
@@ -82,7 +89,9 @@ async function main(): Promise<void> {
   // The reference stream client: every event, by the ETag of its version.
   const seen = new Map<string, { id: number; at: number }>();
   const waiting = new Map<string, (e: { id: number; at: number } | undefined) => void>();
+  let frameBytes = 0;
   const ref = new SseSocket(base, sys.key, undefined, (e) => {
+    frameBytes = Buffer.byteLength(`id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`);
     const etag = (JSON.parse(e.data) as { etag: string }).etag;
     seen.set(etag, e);
     if (!waiting.has(etag)) return;
@@ -115,9 +124,9 @@ async function main(): Promise<void> {
   };
 
   const children = await Promise.all(Array.from({ length: Math.max(1, args.procs) }, () => ClientsChild.start()));
-  const openStreams = async (n: number, key: string, sampleEvery: number) => {
+  const openStreams = async (n: number, key: string, sampleEvery: number, url = base) => {
     const share = (i: number) => Math.floor(n / children.length) + (i < n % children.length ? 1 : 0);
-    const r = await Promise.all(children.map((c, i) => c.open(base, key, share(i), ref.lastId, sampleEvery)));
+    const r = await Promise.all(children.map((c, i) => c.open(url, key, share(i), ref.lastId, sampleEvery)));
     const opened = r.reduce((s, x) => s + x.opened, 0);
     if (opened < n) log(`only ${opened} of ${n} streams opened: ${r.find((x) => x.error)?.error}`);
     return opened;
@@ -130,14 +139,14 @@ async function main(): Promise<void> {
   await quiesce(pids());
 
   // ---------------------------------------------------------------- 1. event latency
-  const dropper = await Dropper.start(OTHERS, args.kb * 1024);
   const lat: Record<string, { sse: number[]; get: number[]; bg: number[]; note: string }> = {};
-  for (const condition of ['alone', 'loaded'] as const) {
+  const dropper = runs('latency') ? await Dropper.start(OTHERS, args.kb * 1024) : undefined;
+  for (const condition of dropper ? (['alone', 'loaded'] as const) : []) {
     const r = (lat[condition] = { sse: [] as number[], get: [] as number[], bg: [] as number[], note: '' });
     let bgOpen = 0;
     if (condition === 'loaded') {
       bgOpen = await openStreams(args['bg-streams'], bgKey, Math.max(1, Math.floor(args['bg-streams'] / 10)));
-      dropper.begin(sys.inbox, args.rate);
+      dropper!.begin(sys.inbox, args.rate);
       await sleep(1000);
     }
     const t0s: [number, number][] = [];
@@ -158,7 +167,7 @@ async function main(): Promise<void> {
       await sleep(30 + Math.random() * 50);
     }
     if (condition === 'loaded') {
-      const sent = await dropper.end();
+      const sent = await dropper!.end();
       const drained = await waitDrained(sys, 60_000);
       const bg = await latencies(t0s);
       r.bg = bg.ms;
@@ -173,14 +182,17 @@ async function main(): Promise<void> {
   const lp: number[] = [];
   const lpRename: number[] = [];
   let lpAnswered = 0;
-  for (let round = 0; round < args['lp-rounds']; round++) {
+  let lpCpuMs = 0;
+  for (let round = 0; runs('long-poll') && round < args['lp-rounds']; round++) {
     const head = ((await (await fetch(`${base}/v1/catalog`, { headers: { 'x-api-key': sys.key } })).json()) as { position: number }).position;
     const share = Math.ceil(args.waiters / children.length);
     await Promise.all(children.map((c) => c.wait(base, sys.key, share, head, 30)));
     await sleep(2000);
+    const cpu0 = cpuMs(readerPid);
     const d = await drop(template);
     const e = await mustHave(d.event);
     const answers = await Promise.all(children.map((c) => c.waited()));
+    lpCpuMs += cpuMs(readerPid) - cpu0;
     for (const a of answers) {
       lpAnswered += a.withChange;
       for (const at of a.at) {
@@ -190,7 +202,7 @@ async function main(): Promise<void> {
     }
     await quiesce(pids());
   }
-  log(`long-poll: event → answer p50/p99 ${pct(lp)} ms`);
+  if (runs('long-poll')) log(`long-poll: event → answer p50/p99 ${pct(lp)} ms`);
 
   // ---------------------------------------------------------------- 3. fan-out
   /** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
@@ -224,35 +236,63 @@ async function main(): Promise<void> {
     await stop();
     return r;
   };
-  const without = await load();
-  await quiesce(pids());
-  const rss0 = memOf(readerPid).rss;
-  const t1 = Date.now();
-  const n = await openStreams(args.streams, sys.key, args.sample);
-  log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
-  await quiesce(pids(), { maxMs: 10_000 });
-  const rssOpen = memOf(readerPid).rss;
-  let rssMax = rssOpen;
-  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(readerPid).rss)), 250);
-  const stopFan = dropLoop(args['fan-rate']);
-  await sleep(args['fan-seconds'] * 1000);
-  const { t0: fanT0, skipped } = await stopFan();
-  await sleep(2000);
-  const fan = await latencies(fanT0);
-  const fanRef = fanT0.map(([id, t0]) => [...seen.values()].find((s) => s.id === id)!.at - t0);
-  const withStreams = await load();
-  clearInterval(rssTimer);
-  await Promise.all(children.map((c) => c.closeAll()));
+  const fanOut = async () => {
+    const without = await load();
+    await quiesce(pids());
+    const rss0 = memOf(readerPid).rss;
+    const t1 = Date.now();
+    const n = await openStreams(args.streams, sys.key, args.sample);
+    log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+    await quiesce(pids(), { maxMs: 10_000 });
+    const rssOpen = memOf(readerPid).rss;
+    let rssMax = rssOpen;
+    const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(readerPid).rss)), 250);
+    const cpu0 = cpuMs(readerPid);
+    const stopFan = dropLoop(args['fan-rate']);
+    await sleep(args['fan-seconds'] * 1000);
+    const { t0: fanT0, skipped } = await stopFan();
+    await sleep(2000);
+    const cpuFan = cpuMs(readerPid) - cpu0;
+    const fan = await latencies(fanT0);
+    const fanRef = fanT0.map(([id, t0]) => [...seen.values()].find((s) => s.id === id)!.at - t0);
+    const withStreams = await load();
+    clearInterval(rssTimer);
+    await Promise.all(children.map((c) => c.closeAll()));
+    // The floor: a bare node:http server of events, the same clients, the same rate and frame size.
+    const bare = await BareFanout.start(envOf(args.env));
+    const bareStart = (await bare.idle()).rss;
+    const bareN = await openStreams(args.streams, 'bare', args.sample, bare.url);
+    await quiesce([...pids(), bare.pid], { maxMs: 10_000 });
+    const bareOpen = (await bare.idle()).rss;
+    const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], frameBytes);
+    await Promise.all(children.map((c) => c.closeAll()));
+    bare.stop();
+    const r = {
+      without,
+      withStreams,
+      rss0,
+      rssOpen,
+      rssMax,
+      n,
+      fan,
+      fanT0,
+      skipped,
+      fanRef,
+      cpuFan,
+      bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
+    };
+    log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
+    return r;
+  };
+  const fo = runs('fan-out') ? await fanOut() : undefined;
   ref.close();
   poller.close();
-  log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
 
   // ---------------------------------------------------------------- report
   const MB = 2 ** 20;
-  const rssLimit = 100 * MB + n * 10 * 1024;
-  const ratio = withStreams.rps / without.rps;
   const rows: string[][] = [];
-  for (const c of ['alone', 'loaded'] as const) {
+  const notes: string[] = [];
+  for (const c of Object.keys(lat) as ('alone' | 'loaded')[]) {
     const r = lat[c]!;
     const ok = median(r.sse) <= 15 && quantile(r.sse, 0.99) <= 50;
     rows.push([`event latency, ${c}: rename → SSE event (reference client)`, `${pct(r.sse)} ms`, 'p50 ≤ 15 / p99 ≤ 50 ms', verdict(ok)]);
@@ -267,33 +307,60 @@ async function main(): Promise<void> {
       ]);
     }
   }
-  rows.push([`long-poll: ${args.waiters} waiting, event at the reference client → answer`, `${pct(lp)} ms`, 'p99 ≤ 50 ms', verdict(quantile(lp, 0.99) <= 50)]);
-  rows.push(['  the same from the rename', `${pct(lpRename)} ms`, '', '']);
-  rows.push([
-    `fan-out: ${n} streams, ${args['fan-rate']} changes/s, rename → event at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams`,
-    `${pct(fan.ms)} ms`,
-    'p99 ≤ 100 ms',
-    verdict(quantile(fan.ms, 0.99) <= 100 && n >= args.streams),
-  ]);
-  rows.push(['  the same at the reference client', `${pct(fanRef)} ms`, '', '']);
-  rows.push([
-    `fan-out: reader RSS, peak with the streams open`,
-    `${(rssMax / MB).toFixed(0)} MB`,
-    `≤ ${(rssLimit / MB).toFixed(0)} MB`,
-    verdict(rssMax <= rssLimit),
-  ]);
-  rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
+  if (lat.loaded) notes.push(`Latency: ${args.drops} measured drops per condition, each followed by one polled drop; loaded: ${lat.loaded.note}.`);
+  if (runs('long-poll')) {
+    rows.push([
+      `long-poll: ${args.waiters} waiting, event at the reference client → answer`,
+      `${pct(lp)} ms`,
+      'p99 ≤ 50 ms',
+      verdict(quantile(lp, 0.99) <= 50),
+    ]);
+    rows.push(['  the same from the rename', `${pct(lpRename)} ms`, '', '']);
+    notes.push(
+      `Long-poll: ${args['lp-rounds']} rounds of ${args.waiters} GET /v1/changes?since=<head>&wait=30, one change each; ${lpAnswered} of ${lp.length} answers carried it; timed from the moment the change's event reached the reference stream client (the commit is not observable from outside; this leaves the ingest path out). Reader CPU per round (the change and its answers): ${fmtMs(lpCpuMs / Math.max(1, args['lp-rounds']))} ms, ${fmtMs((lpCpuMs * 1000) / Math.max(1, lp.length))} µs per answer.`,
+    );
+  }
+  if (fo) {
+    const rssLimit = 100 * MB + fo.n * 10 * 1024;
+    const ratio = fo.withStreams.rps / fo.without.rps;
+    const writes = fo.n * fo.fanT0.length;
+    rows.push([
+      `fan-out: ${fo.n} streams, ${args['fan-rate']} changes/s, rename → event at ${fo.fan.ms.length / Math.max(1, fo.fanT0.length)} sampled streams`,
+      `${pct(fo.fan.ms)} ms`,
+      'p99 ≤ 100 ms',
+      verdict(quantile(fo.fan.ms, 0.99) <= 100 && fo.n >= args.streams),
+    ]);
+    rows.push(['  the same at the reference client', `${pct(fo.fanRef)} ms`, '', '']);
+    rows.push([
+      `fan-out: reader RSS, peak with the streams open`,
+      `${(fo.rssMax / MB).toFixed(0)} MB`,
+      `≤ ${(rssLimit / MB).toFixed(0)} MB`,
+      verdict(fo.rssMax <= rssLimit),
+    ]);
+    rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
+    const b = fo.bare;
+    rows.push([
+      `  reader CPU per event written / bare node:http's`,
+      `${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} / ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs`,
+      '',
+      '',
+    ]);
+    rows.push([`  RSS with the streams open, idle: reader / bare node:http`, `${(fo.rssOpen / MB).toFixed(0)} / ${(b.rssOpen / MB).toFixed(0)} MB`, '', '']);
+    notes.push(
+      `Fan-out: ${fo.n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (args['fan-seconds'] + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${runs('latency') || runs('long-poll') ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${args['fan-rate']} frames/s of ${frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
+    );
+  }
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; one deployment with a process per role; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${args.drops} measured drops per condition, each followed by one polled drop; loaded: ${lat.loaded!.note}. Latencies are p50 / p99 (nearest rank; p99 of ${args.drops} samples is the largest but one at most). Clients are raw sockets on the bench's clock (nowMs()), the background and fan-out ones in ${children.length} child processes, which compete for the same ${machine.nproc} cores.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; one deployment with a process per role; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes. Latencies are p50 / p99 (nearest rank). Clients are raw sockets on the bench's clock (nowMs()), the background and fan-out ones in ${children.length} child processes, which compete for the same ${machine.nproc} cores; streams that do not time their events only count them, without decoding.`,
     '',
     table(['measure', 'p50 / p99 (or value)', 'target', ''], rows, ['l', 'r', 'l', 'l']),
     '',
-    `Long-poll: ${args['lp-rounds']} rounds of ${args.waiters} GET /v1/changes?since=<head>&wait=30, one change each; ${lpAnswered} of ${lp.length} answers carried it; timed from the moment the change's event reached the reference stream client (the commit is not observable from outside; this leaves the ingest path out).`,
-    `Fan-out: ${n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fanT0.length} changes timed (${skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fan.missing} sampled events missing, ${fan.behind} streams behind at the end. Reader RSS ${(rssStart / MB).toFixed(0)} MB once started, ${(rss0 / MB).toFixed(0)} MB just before the streams opened (after the parts above), ${(rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((rssMax - rss0) / Math.max(1, n) / 1024)} KB per stream. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(without.rps)} req/s without the streams, ${Math.round(withStreams.rps)} req/s with them (p99 ${fmtMs(without.p99ms)} / ${fmtMs(withStreams.p99ms)} ms).`,
+    ...notes,
   ].join('\n');
-  await publishReport('changes', out, !args['no-doc'] && !args.quick);
+  // A partial run (--part) prints its report only.
+  await publishReport('changes', out, !args['no-doc'] && !args.quick && args.part.length === 0);
 }
 
 runMain(main);

@@ -209,13 +209,33 @@ describe('the change feed end to end', () => {
     expect(there.events.filter((e) => e.event === 'change').map((e) => e.id)).toEqual(expected);
   });
 
-  it("limits open streams per key, and ends a revoked key's streams at once", async () => {
+  it("limits open streams per key (counted as rate-limited), logs and counts a stream its client closed, and ends a revoked key's streams at once", async () => {
     for (const c of opened.splice(0)) c.close();
     await sleep(200);
     const held = [await stream(keys.revoked!), await stream(keys.revoked!), await stream(keys.revoked!)];
     expect(held.map((c) => c.status)).toEqual([200, 200, 200]);
+    const metric = async (re: RegExp) => Number(re.exec(await (await fetch(`${svc.url}/metrics`)).text())?.[1] ?? 0);
+    const refused = /^oddsfiles_rate_limited_total\{scope="streams"[^}]*\} (\d+)$/m;
+    const refusedBefore = await metric(refused);
     const over = await stream(keys.revoked!);
     expect(over.status).toBe(429);
+    // Counted with the other 429s.
+    expect(await metric(refused)).toBe(refusedBefore + 1);
+    // A stream its client closes gets its request line and its count, once, like any answer.
+    const served = /^oddsfiles_http_requests_total\{route="\/v1\/stream",method="GET",status="200"[^}]*\} (\d+)$/m;
+    const servedBefore = await metric(served);
+    const created = await runCli(env, ['keys', 'create', '--name', 'closer', '--plan', 'pro']);
+    expect(created.code, created.stderr).toBe(0);
+    const listed = await runCli(env, ['keys', 'list', '--json']);
+    const closerId = (JSON.parse(listed.stdout) as { id: string; name: string }[]).find((k) => k.name === 'closer')!.id;
+    const closing = await stream(created.stdout.trim());
+    const closedLines = () => svc.logs.filter((l) => l.url === '/v1/stream' && l.status === 200 && l.keyId === closerId).length;
+    closing.close();
+    await svc.waitForLog(() => closedLines() > 0, 5000);
+    await expect.poll(() => metric(served), { timeout: 5000 }).toBe(servedBefore + 1);
+    await sleep(300);
+    expect(closedLines()).toBe(1);
+    expect(await metric(served)).toBe(servedBefore + 1);
     const revoke = await runCli(env, ['keys', 'revoke', 'revoked']);
     expect(revoke.code, revoke.stderr).toBe(0);
     for (const c of held) {

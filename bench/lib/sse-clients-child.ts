@@ -5,7 +5,7 @@
  *
  * Messages in: open | latencies | wait | waited | close (see ClientsChild). Out: one reply each.
  */
-import { Agent, request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { SseSocket } from './sse-clients.js';
 import { nowMs } from './stats.js';
 
@@ -21,7 +21,6 @@ const streams: SseSocket[] = [];
 let received = new Map<number, number[]>();
 let sampled = 0;
 let polls: Promise<{ at: number; change: boolean }>[] = [];
-const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
 
 async function open(m: Extract<Msg, { cmd: 'open' }>): Promise<{ opened: number; failed: number; error?: string }> {
   let opened = 0;
@@ -33,12 +32,18 @@ async function open(m: Extract<Msg, { cmd: 'open' }>): Promise<{ opened: number;
       const sample = (streams.length + batch.length) % m.sampleEvery === 0;
       if (sample) sampled++;
       batch.push(
-        new SseSocket(m.base, m.key, m.since, (e) => {
-          if (!sample) return;
-          let at = received.get(e.id);
-          if (!at) received.set(e.id, (at = []));
-          at.push(e.at);
-        }),
+        new SseSocket(
+          m.base,
+          m.key,
+          m.since,
+          sample
+            ? (e) => {
+                let at = received.get(e.id);
+                if (!at) received.set(e.id, (at = []));
+                at.push(e.at);
+              }
+            : undefined,
+        ),
       );
     }
     const settled = await Promise.allSettled(batch.map((s) => s.opened));
@@ -71,28 +76,58 @@ function latencies(t0: [number, number][]): { ms: number[]; missing: number; beh
   return { ms, missing, behind, events };
 }
 
-/** One long-poll: when its answer's head came, and whether it carried a change. */
-function poll(base: string, key: string, since: number, waitS: number): Promise<{ at: number; change: boolean }> {
-  const url = new URL(`/v1/changes?since=${since}&wait=${waitS}`, base);
-  return new Promise((resolve) => {
-    const req = request(url, { agent, headers: { 'x-api-key': key } }, (res) => {
-      const at = nowMs();
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c));
-      res.on('end', () => {
-        let change = false;
-        try {
-          change = res.statusCode === 200 && (JSON.parse(body) as { changes: unknown[] }).changes.length > 0;
-        } catch {
-          /* not JSON */
-        }
-        resolve({ at, change });
-      });
-    });
-    req.on('error', () => resolve({ at: Number.NaN, change: false }));
-    req.end();
-  });
+/**
+ * Long-polls on raw keep-alive sockets, one request at a time each (reused across rounds): the
+ * answer's head time, and whether it carried a change. Parsing stays minimal (status line,
+ * Content-Length, one search of the body) so that a thousand answers cost this process little.
+ */
+class PollSocket {
+  private socket: Socket | undefined;
+  private buf: Buffer = Buffer.alloc(0);
+  private pending: ((r: { at: number; change: boolean }) => void) | undefined;
+  private at = 0;
+
+  constructor(private readonly url: URL) {}
+
+  poll(path: string, key: string): Promise<{ at: number; change: boolean }> {
+    if (!this.socket || this.socket.destroyed) {
+      this.socket = connect({ host: this.url.hostname, port: Number(this.url.port), noDelay: true });
+      this.socket.on('data', (c: Buffer) => this.onData(c));
+      this.socket.on('error', () => this.settle({ at: Number.NaN, change: false }));
+      this.socket.on('close', () => this.settle({ at: Number.NaN, change: false }));
+    }
+    this.buf = Buffer.alloc(0);
+    this.at = 0;
+    const answered = new Promise<{ at: number; change: boolean }>((resolve) => (this.pending = resolve));
+    this.socket.write(`GET ${path} HTTP/1.1\r\nhost: ${this.url.host}\r\nx-api-key: ${key}\r\n\r\n`);
+    return answered;
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.at === 0) this.at = nowMs();
+    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    const end = this.buf.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const head = this.buf.toString('latin1', 0, end);
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+    if (this.buf.length < end + 4 + length) return;
+    const ok = head.startsWith('HTTP/1.1 200 ');
+    const change = ok && this.buf.indexOf('"changes":[{', end + 4) >= 0;
+    this.settle({ at: this.at, change });
+  }
+
+  private settle(r: { at: number; change: boolean }): void {
+    const p = this.pending;
+    this.pending = undefined;
+    p?.(r);
+  }
+
+  close(): void {
+    this.socket?.destroy();
+  }
 }
+
+const pollSockets: PollSocket[] = [];
 
 async function handle(m: Msg): Promise<unknown> {
   switch (m.cmd) {
@@ -101,7 +136,8 @@ async function handle(m: Msg): Promise<unknown> {
     case 'latencies':
       return latencies(m.t0);
     case 'wait':
-      polls = Array.from({ length: m.count }, () => poll(m.base, m.key, m.since, m.waitS));
+      while (pollSockets.length < m.count) pollSockets.push(new PollSocket(new URL(m.base)));
+      polls = pollSockets.slice(0, m.count).map((p) => p.poll(`/v1/changes?since=${m.since}&wait=${m.waitS}`, m.key));
       return { sent: polls.length };
     case 'waited': {
       const r = await Promise.all(polls);
@@ -110,6 +146,7 @@ async function handle(m: Msg): Promise<unknown> {
     case 'close': {
       const closed = streams.length;
       for (const s of streams.splice(0)) s.close();
+      for (const p of pollSockets.splice(0)) p.close();
       sampled = 0;
       received = new Map();
       return { closed };

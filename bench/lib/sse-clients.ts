@@ -24,7 +24,15 @@ export interface SseEvent {
   readonly at: number;
 }
 
-/** One GET /v1/stream on a raw socket. `opened` settles on the response head (200 or an error). */
+/** `id: ` as bytes, to count events in a chunk without decoding it. */
+const ID = Buffer.from('id: ');
+
+/**
+ * One GET /v1/stream on a raw socket. `opened` settles on the response head (200 or an error).
+ * Without `onEvent` the stream only keeps its last position and event count, found in the bytes
+ * without decoding them: thousands of such streams cost their process little, which leaves the
+ * shared cores to the reader being measured.
+ */
 export class SseSocket {
   readonly socket: Socket;
   readonly opened: Promise<void>;
@@ -32,19 +40,21 @@ export class SseSocket {
   events = 0;
   private buf = '';
   private head = true;
+  /** Light streams: the end of the previous chunk, where an `id:` line may have been cut. */
+  private tail: Buffer = Buffer.alloc(0);
 
-  constructor(base: string, key: string, since: number | undefined, onEvent: (e: SseEvent) => void) {
+  constructor(base: string, key: string, since: number | undefined, onEvent?: (e: SseEvent) => void) {
     const url = new URL(base);
     this.socket = connect({ host: url.hostname, port: Number(url.port), noDelay: true });
-    this.socket.setEncoding('latin1');
     const path = `/v1/stream${since === undefined ? '' : `?since=${since}`}`;
     this.socket.write(`GET ${path} HTTP/1.1\r\nhost: ${url.host}\r\nx-api-key: ${key}\r\naccept: text/event-stream\r\n\r\n`);
     this.opened = new Promise((resolve, reject) => {
       this.socket.once('error', reject);
       this.socket.once('close', () => reject(new Error('stream closed before its head')));
-      this.socket.on('data', (chunk: string) => {
+      this.socket.on('data', (chunk: Buffer) => {
         const at = nowMs();
-        this.buf += chunk;
+        if (!this.head && !onEvent) return this.count(chunk);
+        this.buf += chunk.toString('latin1');
         if (this.head) {
           const end = this.buf.indexOf('\r\n\r\n');
           if (end < 0) return;
@@ -55,8 +65,11 @@ export class SseSocket {
             return;
           }
           this.head = false;
-          this.buf = this.buf.slice(end + 4);
+          const rest = this.buf.slice(end + 4);
+          this.buf = '';
           resolve();
+          if (!onEvent) return this.count(Buffer.from(rest, 'latin1'));
+          this.buf = rest;
         }
         FRAME.lastIndex = 0;
         let last = 0;
@@ -66,14 +79,32 @@ export class SseSocket {
           if (id <= this.lastId) continue;
           this.lastId = id;
           this.events++;
-          onEvent({ id, event: m[2]!, data: m[3]!, at });
+          onEvent!({ id, event: m[2]!, data: m[3]!, at });
         }
-        // Keep only what may start a frame not complete yet (chunk-size lines, heartbeats go).
+        // Keep only what may start a frame not complete yet (heartbeats go).
         this.buf = this.buf.slice(last);
         if (this.buf.length > 8192) this.buf = this.buf.slice(-4096);
       });
     });
     this.opened.catch(() => undefined);
+  }
+
+  /** A light stream's chunk: count its `id:` lines and keep the last complete one. */
+  private count(chunk: Buffer): void {
+    const b = this.tail.length > 0 ? Buffer.concat([this.tail, chunk]) : chunk;
+    let lastLine = -1;
+    for (let i = b.indexOf(ID); i >= 0; i = b.indexOf(ID, i + ID.length)) {
+      const eol = b.indexOf(10, i);
+      if (eol < 0) break;
+      lastLine = i;
+      // A line already whole in the previous chunk was counted with it.
+      if (eol >= this.tail.length) this.events++;
+    }
+    if (lastLine >= 0) {
+      const id = Number(b.toString('latin1', lastLine + ID.length, b.indexOf(10, lastLine)));
+      if (id > this.lastId) this.lastId = id;
+    }
+    this.tail = b.subarray(Math.max(0, b.length - 32));
   }
 
   close(): void {

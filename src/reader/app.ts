@@ -51,6 +51,8 @@ import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from 
 /** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
 export interface ChangeCounters extends StreamCounters {
   waiting?(delta: number): void;
+  /** A stream refused for the key's limit of open streams. */
+  tooManyStreams?(): void;
 }
 
 declare module 'fastify' {
@@ -223,6 +225,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       maxWaitMs: config.changes.maxWaitMs,
       streamsPerKey: config.changes.streamsPerKey,
       onWaiting: deps.changeCounters?.waiting,
+      onTooManyStreams: deps.changeCounters?.tooManyStreams,
     });
   }
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));

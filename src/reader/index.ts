@@ -117,7 +117,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       ...deps,
       state,
       feed,
-      changeCounters: tally,
+      changeCounters: metrics ? { ...tally, tooManyStreams: () => metrics.rateLimited('streams') } : tally,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,

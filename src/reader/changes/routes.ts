@@ -39,6 +39,8 @@ export interface ChangeRoutesDeps {
   readonly streamsPerKey: number;
   /** Long-polls waiting now (metrics). */
   readonly onWaiting?: ((delta: number) => void) | undefined;
+  /** A stream refused for the key's limit (counted with the other 429s). */
+  readonly onTooManyStreams?: (() => void) | undefined;
 }
 
 const STARTING = new HttpProblem('unavailable', 'The change log is not reachable yet; retry in a moment.', { 'retry-after': '1' });
@@ -189,6 +191,7 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
     admitted(request, reply, async (a) => {
       const limit = a.principal.streams ?? deps.streamsPerKey;
       if (hub.countFor(a.principal) >= limit) {
+        deps.onTooManyStreams?.();
         return v1.replyFor(
           a,
           new HttpProblem('too_many_streams', `This key may keep ${limit} streams open at once on this server; close one first.`, { 'retry-after': '5' }),
