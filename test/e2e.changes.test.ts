@@ -68,7 +68,8 @@ describe('the change feed end to end', () => {
         '  free: { allow: ["site_pregame_*"], rate: { max: 100000, per: 1m } }',
         '  pro: { allow: ["*"], rate: { max: 100000, per: 1m }, streams: 3 }',
         '  counted: { allow: ["*"], rate: { max: 50, per: 1m } }',
-        'changes: { heartbeat: 300ms, max_wait: 20s, max_buffered_bytes: 65536 }',
+        '  one: { allow: ["*"], rate: { max: 100000, per: 1m }, streams: 1 }',
+        'changes: { heartbeat: 300ms, max_wait: 20s, max_buffered_bytes: 65536, stream_lease: 2s }',
         '',
       ].join('\n'),
     );
@@ -196,6 +197,9 @@ describe('the change feed end to end', () => {
   });
 
   it('resumes with Last-Event-ID: every change missed, in order, none twice, also from another reader process', async () => {
+    // The key's earlier streams closed: its plan's 3 count on every reader together.
+    for (const c of opened.splice(0)) c.close();
+    await sleep(300);
     const log = (await (await get('/v1/changes?since=0&limit=1000', keys.pro!)).json()) as { changes: Change[] };
     const from = log.changes[0]!.position;
     const resumed = await stream(keys.pro!, { 'last-event-id': String(from) });
@@ -243,6 +247,30 @@ describe('the change feed end to end', () => {
       await c.ended;
     }
     expect((await stream(keys.revoked!)).status).toBe(401);
+  });
+
+  it("counts a key's streams across readers; the slots of a reader killed with its streams open lapse after changes.stream_lease", async () => {
+    const created = await runCli(env, ['keys', 'create', '--name', 'one', '--plan', 'one']);
+    expect(created.code, created.stderr).toBe(0);
+    const key = created.stdout.trim();
+    const other = await startOddsfiles({ ...env, PORT: '0' }, ['start', '--roles', 'reader']);
+    try {
+      // A stream ended by its client gives its slot back at once, to any reader.
+      const first = await stream(key);
+      expect(first.status).toBe(200);
+      expect((await stream(key, {}, other.url!)).status).toBe(429);
+      first.close();
+      await expect.poll(async () => (await stream(key, {}, other.url!)).status, { timeout: 3000, interval: 100 }).toBe(200);
+      // Now held on the other reader, which dies without closing it.
+      expect((await stream(key)).status).toBe(429);
+      await other.kill();
+      const killedAt = Date.now();
+      await expect.poll(async () => (await stream(key)).status, { timeout: 10_000, interval: 250 }).toBe(200);
+      // Not before the lease (2 s) lapsed: the slot was held in Redis, not only by the dead reader.
+      expect(Date.now() - killedAt).toBeGreaterThan(1000);
+    } finally {
+      await other.kill();
+    }
   });
 
   it('drops a client that stops reading, with a clear event, and keeps serving the others', async () => {

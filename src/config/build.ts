@@ -130,6 +130,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       maxWaitMs: dur(f.changes.max_wait),
       heartbeatMs: dur(f.changes.heartbeat),
       streamsPerKey: f.changes.streams_per_key,
+      streamLeaseMs: dur(f.changes.stream_lease),
       maxBufferedBytes: f.changes.max_buffered_bytes,
     },
   };

@@ -46,7 +46,11 @@ const Plan = Type.Object(
     allow: Type.Array(Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.*-]+$' })),
     rate: Type.Optional(Rate),
     streams: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: 100_000, description: 'open /v1/stream connections per key (per reader process); default: changes.streams_per_key' }),
+      Type.Integer({
+        minimum: 0,
+        maximum: 100_000,
+        description: 'open /v1/stream connections per key, on all readers together; default: changes.streams_per_key',
+      }),
     ),
   },
   closed,
@@ -174,7 +178,11 @@ export const FileSchema = Type.Object(
           minimum: 0,
           maximum: 100_000,
           default: 10,
-          description: 'open /v1/stream connections per key and reader process, unless the plan says `streams`',
+          description: 'open /v1/stream connections per key, on all readers together, unless the plan says `streams`',
+        }),
+        stream_lease: duration({
+          default: '60s',
+          description: "how long a stream's slot in its key's count outlives a reader that stopped without closing it",
         }),
         max_buffered_bytes: Type.Integer({
           minimum: 1024,

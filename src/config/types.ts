@@ -26,7 +26,7 @@ export interface Plan {
   readonly name: string;
   readonly allow: readonly string[];
   readonly rate: Rate | undefined;
-  /** Open /v1/stream connections per key, per reader process; undefined: changes.streamsPerKey. */
+  /** Open /v1/stream connections per key, on all readers together; undefined: changes.streamsPerKey. */
   readonly streams: number | undefined;
 }
 
@@ -134,6 +134,8 @@ export interface Config {
     readonly maxWaitMs: number;
     readonly heartbeatMs: number;
     readonly streamsPerKey: number;
+    /** How long a stream's slot outlives a reader that stopped without releasing it. */
+    readonly streamLeaseMs: number;
     /** Unread bytes after which a stream client is dropped. */
     readonly maxBufferedBytes: number;
   };

@@ -46,6 +46,7 @@ import type { ReaderState } from './state.js';
 import type { ChangeFeed } from './changes/feed.js';
 import { registerChangeRoutes } from './changes/routes.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
+import type { StreamSlots } from './changes/stream-slots.js';
 import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
 
 /** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
@@ -103,6 +104,8 @@ export interface ReaderAppDeps {
   readonly feed?: ChangeFeed | undefined;
   /** Counters of the change endpoints (metrics). */
   readonly changeCounters?: ChangeCounters | undefined;
+  /** The keys' open streams counted across readers (stream-slots.ts); without it, on this reader only. */
+  readonly streamSlots?: StreamSlots | undefined;
 }
 
 export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './edge-limits.js';
@@ -224,6 +227,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       published: state.published,
       maxWaitMs: config.changes.maxWaitMs,
       streamsPerKey: config.changes.streamsPerKey,
+      slots: deps.streamSlots,
       onWaiting: deps.changeCounters?.waiting,
       onTooManyStreams: deps.changeCounters?.tooManyStreams,
     });

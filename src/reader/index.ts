@@ -19,6 +19,7 @@ import { createReaderState } from './state.js';
 import { createChangeLog } from '../catalog/change-log.js';
 import { redisKeys } from '../redis/keys.js';
 import { createChangeFeed } from './changes/feed.js';
+import { createStreamSlots, type StreamSlots } from './changes/stream-slots.js';
 import { createChangeTally, shareChangeStats } from '../ops/change-stats.js';
 import type { PublishedCache } from './cache.js';
 
@@ -71,6 +72,7 @@ const LIMITS_COMMAND_TIMEOUT_MS = 300;
 export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
   const state = await createReaderState(deps);
   let limitsRedis: Redis | undefined;
+  let slots: StreamSlots | undefined;
   // The change log is read with XREAD BLOCK: a connection of its own that nothing else waits on.
   const tailRedis = deps.redis.duplicate({ connectionName: `${deps.config.redis.prefix}:reader-changes` });
   tailRedis.on('error', (err) => deps.log.debug({ err: { message: err.message } }, 'redis change log connection error'));
@@ -111,6 +113,16 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       // Briefly: while Redis is away the reader starts anyway and serves without limits (fail-open).
       await whenReady(limitsRedis, 2000).catch(() => undefined);
     }
+    // Streams per key counted across readers, where the plan limits are enforced.
+    slots = limitsRedis
+      ? createStreamSlots({
+          redis: limitsRedis,
+          keys: redisKeys(deps.config.redis.prefix),
+          leaseMs: deps.config.changes.streamLeaseMs,
+          timeoutMs: LIMITS_COMMAND_TIMEOUT_MS,
+          onError: (err) => deps.log.debug({ err: { message: err.message } }, 'stream slots: Redis did not answer'),
+        })
+      : undefined;
     const tally = createChangeTally(metrics?.changes);
     stopStats = shareChangeStats(deps.redis, redisKeys(deps.config.redis.prefix), tally.stats);
     const app = await buildReaderApp({
@@ -118,6 +130,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       state,
       feed,
       changeCounters: metrics ? { ...tally, tooManyStreams: () => metrics.rateLimited('streams') } : tally,
+      streamSlots: slots,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
@@ -136,12 +149,14 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       offer: state.published.offer,
       async close() {
         await app.close();
+        slots?.close();
         await stopFeed();
         await state.close();
         limitsRedis?.disconnect();
       },
     };
   } catch (err) {
+    slots?.close();
     limitsRedis?.disconnect();
     await stopFeed();
     await state.close();

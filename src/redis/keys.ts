@@ -28,6 +28,8 @@ export interface RedisKeys {
   readonly apiKeysChannel: string;
   /** Rate-limit counters. */
   rate(scope: string, id: string): string;
+  /** Sorted set: the open /v1/stream slots of a key on every reader (member), scored by when each lapses (Redis's clock). */
+  streamSlots(rateKey: string): string;
   /**
    * Sorted set: the worker processes watching the inbox whose marker holds this id (member), each
    * scored by when its registration lapses (Redis's clock); the key expires with the last of them.
@@ -50,6 +52,7 @@ export function redisKeys(prefix: string): RedisKeys {
     apiKeyHashes: `${prefix}:apikeys:hashes`,
     apiKeysChannel: `${prefix}:apikeys:changes`,
     rate: (scope, id) => `${prefix}:rate:${scope}:${id}`,
+    streamSlots: (rateKey) => `${prefix}:streams:${rateKey}`,
     inbox: (id) => `${prefix}:inbox:${id}`,
   };
 }

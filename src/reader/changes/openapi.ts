@@ -105,7 +105,7 @@ export const STREAM_ROUTE_SCHEMA = {
     ...COMMON_PROBLEMS,
     403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
     410: GONE,
-    429: problem("Over your plan's rate, or your key already has its plan's number of streams open on this server.", {
+    429: problem("Over your plan's rate, or your key already has its plan's number of streams open.", {
       ...RATE_HEADERS,
       'Retry-After': RETRY_AFTER,
     }),

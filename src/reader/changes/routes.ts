@@ -23,6 +23,7 @@ import type { Admitted, V1Handler, V1Reply } from '../v1-handler.js';
 import { etagFor } from '../version.js';
 import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from './openapi.js';
 import type { ChangeFeed } from './feed.js';
+import type { StreamSlots } from './stream-slots.js';
 import type { StreamHub } from './streams.js';
 
 export const CATALOG_PATH = '/v1/catalog';
@@ -37,6 +38,8 @@ export interface ChangeRoutesDeps {
   readonly maxWaitMs: number;
   /** Open streams per key when its plan does not say. */
   readonly streamsPerKey: number;
+  /** The keys' streams counted across readers (without it: on this reader only). */
+  readonly slots?: StreamSlots | undefined;
   /** Long-polls waiting now (metrics). */
   readonly onWaiting?: ((delta: number) => void) | undefined;
   /** A stream refused for the key's limit (counted with the other 429s). */
@@ -190,19 +193,25 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
   app.get<{ Querystring: Record<string, string | undefined> }>(STREAM_PATH, { schema: STREAM_ROUTE_SCHEMA, exposeHeadRoute: false }, (request, reply) =>
     admitted(request, reply, async (a) => {
       const limit = a.principal.streams ?? deps.streamsPerKey;
-      if (hub.countFor(a.principal) >= limit) {
+      const tooMany = () => {
         deps.onTooManyStreams?.();
-        return v1.replyFor(
-          a,
-          new HttpProblem('too_many_streams', `This key may keep ${limit} streams open at once on this server; close one first.`, { 'retry-after': '5' }),
-        );
-      }
+        return v1.replyFor(a, new HttpProblem('too_many_streams', `This key may keep ${limit} streams open at once; close one first.`, { 'retry-after': '5' }));
+      };
+      if (hub.countFor(a.principal) >= limit) return tooMany();
       const lastEventId = request.headers['last-event-id'];
       const since = position(typeof lastEventId === 'string' ? lastEventId : request.query.since) ?? feed.position;
       const gone = await unresumable(since);
       if (gone) return v1.replyFor(a, gone);
+      const rateKey = a.principal.rateKey;
+      const taken = deps.slots ? await deps.slots.take(rateKey, limit) : undefined;
+      if (taken === 'full') return tooMany();
       reply.hijack();
       const res = reply.raw;
+      if (taken) {
+        // Gone while the slot was taken: give it back at once.
+        if (res.destroyed) return void deps.slots!.release(rateKey, taken.slot);
+        res.once('close', () => deps.slots!.release(rateKey, taken.slot));
+      }
       if (a.rateHeaders) for (const k in a.rateHeaders) res.setHeader(k, a.rateHeaders[k]!);
       await hub.start(a.principal, res, since, (after) => feed.since(after, a.principal.allows, 500));
       return undefined;
