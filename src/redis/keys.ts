@@ -33,6 +33,11 @@ export interface RedisKeys {
    * scored by when its registration lapses (Redis's clock); the key expires with the last of them.
    */
   inbox(id: string): string;
+  /**
+   * Sorted set: where the running worker processes watch, one JSON member `{worker, host, inbox}`
+   * per process (inbox: the absolute path on that host), scored as inbox(id); for messages only.
+   */
+  readonly inboxes: string;
 }
 
 export function redisKeys(prefix: string): RedisKeys {
@@ -51,6 +56,7 @@ export function redisKeys(prefix: string): RedisKeys {
     apiKeysChannel: `${prefix}:apikeys:changes`,
     rate: (scope, id) => `${prefix}:rate:${scope}:${id}`,
     inbox: (id) => `${prefix}:inbox:${id}`,
+    inboxes: `${prefix}:inboxes`,
   };
 }
 
