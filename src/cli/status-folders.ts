@@ -22,11 +22,13 @@ export async function statusFolders(ctx: CliContext): Promise<StatusFolders> {
 }
 
 export function describeFolders(f: StatusFolders): string {
+  const theirs = f.workersWatch.map((w) => `${w.inbox} on ${w.host}`).join(', ');
   const note = {
     watched: 'watched by the running workers',
-    other: `NOT the inbox the running workers watch${f.workersWatch.length ? ` (they watch ${f.workersWatch.map((w) => `${w.inbox} on ${w.host}`).join(', ')})` : ''}: run oddsfiles with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX)`,
+    other: `NOT the inbox the running workers watch${theirs ? `: they watch ${theirs}` : ''}`,
     none: 'no worker running',
     unknown: 'cannot tell whether the running workers watch it',
   }[f.inboxState];
-  return `inbox ${f.inbox} (${note}); rejected ${f.rejected}`;
+  const advice = f.inboxState === 'other' ? "; run oddsfiles with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX)" : '';
+  return `inbox ${f.inbox} (${note}); rejected ${f.rejected}${advice}`;
 }
