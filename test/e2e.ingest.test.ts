@@ -200,7 +200,14 @@ describe('ingest end to end (oddsfiles start)', () => {
     const json = await runCli(env, ['publish', '--json', bad]);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual([
-      { file: bad, outcome: 'rejected', reason: 'unknown_filename', detail: '"odds.json" is not a feed filename of the registry' },
+      {
+        file: bad,
+        outcome: 'rejected',
+        reason: 'unknown_filename',
+        detail: '"odds.json" is not a feed filename of the registry',
+        // Its folder in REJECTED_DIR.
+        rejectionId: expect.stringMatching(/^\d{8}T\d{9}Z-/),
+      },
     ]);
   });
 

@@ -152,7 +152,10 @@ describe.skipIf(!HAVE_CHROMIUM)(`queue dashboard in Chromium (${CHROMIUM})`, () 
       expect(page.url()).toBe(`${url}/admin/queues`);
       expect(locales).toContain(200);
       // A translated label: DASHBOARD.JOBS_COUNT is "{{count}} Jobs".
-      await page.getByText(/^\d+ Jobs?$/).first().waitFor({ timeout: 30_000 });
+      await page
+        .getByText(/^\d+ Jobs?$/)
+        .first()
+        .waitFor({ timeout: 30_000 });
       const text = await page.innerText('body');
       expect(text).not.toMatch(/\b[A-Z_]+\.[A-Z_]+\b/);
       expect(failed).toEqual([]);

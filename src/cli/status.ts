@@ -2,7 +2,8 @@
  * `oddsfiles status`: one look at the whole system. Queue counts (and connected workers), every
  * feed of the registry with its generated_at, age and size (stale ones marked by their kind's
  * stale_after, never-published ones listed), and the last rejections with their reasons.
- * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections).
+ * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections, changes,
+ * folders: this command's INBOX_DIR and REJECTED_DIR and whether the running workers watch that inbox).
  * Exit 1 when a feed is stale.
  */
 import type { Command } from 'commander';
@@ -95,7 +96,18 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const published = new Set(feeds.map((f) => f.filename));
       const missing = registry.filenames.filter((n) => !published.has(n));
       const stale = feeds.filter((f) => f.stale).length;
-      const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections, changes, folders };
+      const report: StatusReport = {
+        now: new Date(now).toISOString(),
+        seq: snapshot.seq,
+        queue: counts,
+        workers,
+        feeds,
+        missing,
+        stale,
+        rejections,
+        changes,
+        folders,
+      };
       if (folders.inboxState === 'other') ctx.io.stderr.write(`warning: ${describeFolders(folders)}\n`);
       if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       else ctx.io.stdout.write(renderText(report, registry, now));

@@ -71,9 +71,11 @@ export function startRejectedRetention(deps: RetentionDeps): () => Promise<void>
     (running ??= purgeRejections(deps.rejectedDir, Date.now() - deps.retentionMs, { forget: deps.forget })
       .then(
         (removed) => {
-          if (removed.length > 0) deps.log.info({ removed: removed.length, rejectedDir: deps.rejectedDir }, 'removed rejected drops past ingest.rejected_retention');
+          if (removed.length > 0)
+            deps.log.info({ removed: removed.length, rejectedDir: deps.rejectedDir }, 'removed rejected drops past ingest.rejected_retention');
         },
-        (err: unknown) => deps.log.warn({ err: { message: (err as Error).message }, rejectedDir: deps.rejectedDir }, 'could not purge old rejected drops; retrying later'),
+        (err: unknown) =>
+          deps.log.warn({ err: { message: (err as Error).message }, rejectedDir: deps.rejectedDir }, 'could not purge old rejected drops; retrying later'),
       )
       .finally(() => (running = undefined)));
   void run();
