@@ -90,14 +90,16 @@ export class NotFoundError extends OddsfilesError {
 
 /**
  * `publish` or `rejected retry` would claim files in an INBOX_DIR that none of the running workers
- * watches (another machine, another DATA_DIR): refused before any file is moved, exit code 1.
+ * watches (another machine, another DATA_DIR): refused before any file is moved, exit code 1. So
+ * is `rejected list`, whose REJECTED_DIR would then be another one too.
  */
 export class InboxMismatchError extends OddsfilesError {
   readonly inboxDir: string;
-  constructor(inboxDir: string) {
+  constructor(inboxDir: string, workersWatch: readonly { host: string; inbox: string }[] = []) {
+    const where = workersWatch.map((w) => `${w.inbox} on ${w.host}`).join(', ');
     super(
       'cli.inbox_mismatch',
-      `this command's INBOX_DIR (${inboxDir}) is not the inbox the running workers watch: run it with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX) on a machine that shares the inbox`,
+      `this command's INBOX_DIR (${inboxDir}) is not the inbox the running workers watch${where ? ` (they watch ${where})` : ''}: run it with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX) on a machine that shares the inbox`,
     );
     this.inboxDir = inboxDir;
   }

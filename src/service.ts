@@ -9,7 +9,7 @@ import { buildRegistry } from './feeds/registry.js';
 import type { IngestQueue } from './ingest/queue.js';
 import type { Logger } from './log.js';
 import type { RunningReader } from './reader/index.js';
-import { createRedis, whenReady } from './redis/connect.js';
+import { createRedis, redactUrl, whenReady } from './redis/connect.js';
 import { redisKeys } from './redis/keys.js';
 import { createRedisOutageLog } from './redis/outage-log.js';
 import { resolveRedis } from './redis/private-server.js';
@@ -194,8 +194,4 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     await close();
     throw err;
   }
-}
-
-function redactUrl(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, '//***@');
 }

@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { Worker } from 'bullmq';
@@ -122,8 +122,9 @@ describe('publish and rejected retry check the inbox the workers watch', () => {
     return { prefix, root, workerInbox, cliInbox, rejectedDir, file, queue, workerLog, calls, startWorker, cli, jobCount };
   };
 
-  const mismatch = (inbox: string) =>
-    `oddsfiles: this command's INBOX_DIR (${inbox}) is not the inbox the running workers watch: run it with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX) on a machine that shares the inbox\n`;
+  /** The refusal, naming the folder the running workers watch (they registered it). */
+  const mismatch = (inbox: string, theirs: string) =>
+    `oddsfiles: this command's INBOX_DIR (${inbox}) is not the inbox the running workers watch (they watch ${theirs} on ${hostname()}): run it with the service's environment (INBOX_DIR/DATA_DIR, REDIS_URL, REDIS_PREFIX) on a machine that shares the inbox\n`;
 
   it('publish is refused, moving nothing, when the running workers watch another inbox; it goes on in theirs', async () => {
     const t = await setup();
@@ -132,7 +133,7 @@ describe('publish and rejected retry check the inbox the workers watch', () => {
     const res = await t.cli(['publish', t.file]);
     expect(res.code).toBe(1);
     expect(res.stdout).toBe('');
-    expect(res.stderr).toBe(mismatch(t.cliInbox));
+    expect(res.stderr).toBe(mismatch(t.cliInbox, t.workerInbox));
     expect(existsSync(t.cliInbox)).toBe(false);
     expect(await t.jobCount()).toBe(0);
     expect(await readFile(t.file, 'utf8')).toBe(DOC);
@@ -142,7 +143,7 @@ describe('publish and rejected retry check the inbox the workers watch', () => {
     await ensureInboxMarker(t.cliInbox);
     const again = await t.cli(['publish', t.file]);
     expect(again.code).toBe(1);
-    expect(again.stderr).toBe(mismatch(t.cliInbox));
+    expect(again.stderr).toBe(mismatch(t.cliInbox, t.workerInbox));
     expect(await readdir(t.cliInbox)).toEqual(['.oddsfiles-inbox']);
     expect(await t.jobCount()).toBe(0);
 
@@ -177,7 +178,7 @@ describe('publish and rejected retry check the inbox the workers watch', () => {
       const res = await t.cli(args);
       expect(res.code, args.join(' ')).toBe(1);
       expect(res.stdout).toBe('');
-      expect(res.stderr).toBe(mismatch(t.cliInbox));
+      expect(res.stderr).toBe(mismatch(t.cliInbox, t.workerInbox));
     }
     expect(await listRejections(t.rejectedDir)).toEqual(before);
     for (const r of before) expect(await readFile(join(t.rejectedDir, r.id, r.filename), 'utf8')).toMatch(/^doc \d$/);

@@ -164,7 +164,9 @@ describe('ingest end to end (oddsfiles start)', () => {
     const list = JSON.parse((await runCli(env, ['rejected', 'list', '--json'])).stdout) as Listed[];
     const target = list.find((r) => r.reason === 'unknown_filename')!;
     const res = await runCli(env, ['rejected', 'retry', target.id]);
-    expect(res.code).toBe(0);
+    // Its outcome, as publish reports it: still an unknown filename, so rejected again (exit 1).
+    expect(res.code).toBe(1);
+    expect(res.stdout.startsWith(`${target.id}\t${target.filename}\trejected\tunknown_filename: `), res.stdout).toBe(true);
     let after: Listed[] = [];
     await waitFor(
       async () => {
@@ -198,7 +200,14 @@ describe('ingest end to end (oddsfiles start)', () => {
     const json = await runCli(env, ['publish', '--json', bad]);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual([
-      { file: bad, outcome: 'rejected', reason: 'unknown_filename', detail: '"odds.json" is not a feed filename of the registry' },
+      {
+        file: bad,
+        outcome: 'rejected',
+        reason: 'unknown_filename',
+        detail: '"odds.json" is not a feed filename of the registry',
+        // Its folder in REJECTED_DIR.
+        rejectionId: expect.stringMatching(/^\d{8}T\d{9}Z-/),
+      },
     ]);
   });
 

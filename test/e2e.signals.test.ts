@@ -1,13 +1,16 @@
 /**
  * Signals over the real command: the first SIGTERM drains, a second one while draining exits at
- * once with status 1 and says so (docs/operations.md, "Stopping").
+ * once with status 1 and says so (docs/operations.md, "Stopping"); and `npm start` stopped by a
+ * SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
+ * signal on), leaving no process behind and the port free.
  */
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
-import { baseEnv, makeDataDir, startOddsfiles, type RunningOddsfiles } from './helpers/service.js';
+import { baseEnv, makeDataDir, ROOT, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
 describe('oddsfiles start: signals', () => {
   const prefix = uniquePrefix('e2e-signals');
@@ -41,4 +44,71 @@ describe('oddsfiles start: signals', () => {
     expect({ code, signal }).toEqual({ code: 1, signal: null });
     expect(svc.logs.some((l) => l.msg === 'second signal: exiting now')).toBe(true);
   });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('npm start', () => {
+  const prefix = uniquePrefix('e2e-npm-start');
+  let servicePid: number | undefined;
+
+  afterAll(async () => {
+    if (servicePid !== undefined && alive(servicePid)) process.kill(servicePid, 'SIGKILL');
+    await dropPrefix(prefix);
+  });
+
+  it('a SIGTERM to npm stops the service: no process left, the port free', async () => {
+    const port = await freePort();
+    const env = baseEnv(await makeDataDir('e2e-npm-start'), prefix, { PORT: String(port) });
+    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    npm.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    npm.stderr.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const exited = once(npm, 'exit');
+    const started = await waitFor(
+      () =>
+        out
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as { msg?: string; pid?: number })
+          .find((l) => l.msg === 'oddsfiles started'),
+      30_000,
+      'the service started under npm',
+    );
+    servicePid = started.pid!;
+    expect(servicePid).not.toBe(npm.pid);
+    expect(await portFree(port)).toBe(false);
+
+    npm.kill('SIGTERM');
+    await exited;
+    await waitFor(() => !alive(servicePid!), 15_000, 'the service process gone');
+    expect(await portFree(port)).toBe(true);
+    expect(out).toContain('"msg":"stopped"');
+  }, 60_000);
 });

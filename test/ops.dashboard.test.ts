@@ -1,6 +1,7 @@
 /**
  * The queue dashboard in a real browser: Debian's Chromium driven by playwright-core (no browser
- * download) opens /admin/queues with the admin token and sees the queue "ingest" with its jobs.
+ * download) opens /admin/queues with the admin token (a header, the login prompt, or in the
+ * address) and sees the queue "ingest" with its jobs and its translated labels.
  * Skipped, saying why, only when /usr/bin/chromium is absent (CI installs it).
  */
 import { existsSync } from 'node:fs';
@@ -129,6 +130,37 @@ describe.skipIf(!HAVE_CHROMIUM)(`queue dashboard in Chromium (${CHROMIUM})`, () 
     } finally {
       await page.close();
       await browser.setHTTPCredentials(null);
+    }
+  });
+
+  it('opened with the token in the address (http://operator:TOKEN@host/admin/queues) it loads its labels and the queue', async () => {
+    // Browsers refuse fetch() relative to a page address with credentials in it: without the page
+    // loading itself again without them, bull-board stayed at "Loading" (or showed raw label keys).
+    const page = await browser.newPage();
+    try {
+      const locales: number[] = [];
+      const failed: string[] = [];
+      page.on('response', (r) => {
+        if (new URL(r.url()).pathname.startsWith('/admin/queues/static/locales/')) locales.push(r.status());
+        if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
+      });
+      const address = new URL('/admin/queues', url);
+      address.username = 'operator';
+      address.password = TOKEN;
+      await page.goto(address.href);
+      await page.getByText('ingest', { exact: true }).first().waitFor({ timeout: 30_000 });
+      expect(page.url()).toBe(`${url}/admin/queues`);
+      expect(locales).toContain(200);
+      // A translated label: DASHBOARD.JOBS_COUNT is "{{count}} Jobs".
+      await page
+        .getByText(/^\d+ Jobs?$/)
+        .first()
+        .waitFor({ timeout: 30_000 });
+      const text = await page.innerText('body');
+      expect(text).not.toMatch(/\b[A-Z_]+\.[A-Z_]+\b/);
+      expect(failed).toEqual([]);
+    } finally {
+      await page.close();
     }
   });
 });

@@ -2,7 +2,8 @@
  * `oddsfiles status`: one look at the whole system. Queue counts (and connected workers), every
  * feed of the registry with its generated_at, age and size (stale ones marked by their kind's
  * stale_after, never-published ones listed), and the last rejections with their reasons.
- * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections).
+ * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections, changes,
+ * folders: this command's INBOX_DIR and REJECTED_DIR and whether the running workers watch that inbox).
  * Exit 1 when a feed is stale.
  */
 import type { Command } from 'commander';
@@ -18,6 +19,7 @@ import { readChangeStats, type ChangeStats } from '../ops/change-stats.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
 import type { RejectionRecord } from '../ingest/rejected.js';
 import type { CliContext } from './context.js';
+import { describeFolders, statusFolders, type StatusFolders } from './status-folders.js';
 import { formatTable } from './table.js';
 
 /**
@@ -51,6 +53,8 @@ export interface StatusReport {
   readonly rejections: RejectionRecord[];
   /** The change log's span, and what the readers' change endpoints are doing (summed over readers). */
   readonly changes: ChangeStats & { readonly readers: number; readonly position: number; readonly oldest: number | null };
+  /** This command's folders (absolute) and whether the running workers watch its inbox. */
+  readonly folders: StatusFolders;
 }
 
 /** The feeds part of the report: pure, for tests and for anyone holding a snapshot. */
@@ -78,20 +82,33 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const queue = createQueueCounts(redis, config.redis.prefix);
       const now = Date.now();
       const registry = buildRegistry(config.bookmakers, config.sports);
-      const [counts, workers, snapshot, rejections, bounds, changeStats] = await Promise.all([
+      const [counts, workers, snapshot, rejections, bounds, changeStats, folders] = await Promise.all([
         queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
         queue.getWorkersCount().catch(() => null),
         createCatalog(redis, ctx.keys()).snapshot(),
         wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
         createChangeLog(redis, ctx.keys()).bounds(),
         readChangeStats(redis, ctx.keys()),
+        statusFolders(ctx),
       ]);
       const changes = { position: bounds.last, oldest: bounds.first ?? null, ...changeStats };
       const feeds = feedStatuses(snapshot.entries, config.staleAfterMs, now);
       const published = new Set(feeds.map((f) => f.filename));
       const missing = registry.filenames.filter((n) => !published.has(n));
       const stale = feeds.filter((f) => f.stale).length;
-      const report: StatusReport = { now: new Date(now).toISOString(), seq: snapshot.seq, queue: counts, workers, feeds, missing, stale, rejections, changes };
+      const report: StatusReport = {
+        now: new Date(now).toISOString(),
+        seq: snapshot.seq,
+        queue: counts,
+        workers,
+        feeds,
+        missing,
+        stale,
+        rejections,
+        changes,
+        folders,
+      };
+      if (folders.inboxState === 'other') ctx.io.stderr.write(`warning: ${describeFolders(folders)}\n`);
       if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       else ctx.io.stdout.write(renderText(report, registry, now));
       if (stale > 0) process.exitCode = 1;
@@ -107,8 +124,9 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   const c = report.changes;
   const span = c.oldest === null ? 'empty' : `${c.oldest}-${c.position}`;
   parts.push(
-    `changes  position ${c.position} (log ${span}); ${c.readers} reader(s): ${c.streams} streams open, ${c.events} events sent, ${c.dropped} dropped as slow, ${c.waiting} long-polls waiting\n\n`,
+    `changes  position ${c.position} (log ${span}); ${c.readers} reader(s): ${c.streams} streams open, ${c.events} events sent, ${c.dropped} dropped as slow, ${c.waiting} long-polls waiting\n`,
   );
+  parts.push(`folders  ${describeFolders(report.folders)}\n\n`);
 
   // Every feed of the registry: published ones with their age, the others as never published.
   const rows: { filename: string; cells: string[] }[] = feeds.map((f) => ({

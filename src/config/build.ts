@@ -116,6 +116,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       carryMaxBytes: f.ingest.carry_max_bytes,
       carryBytesPerSecond: f.ingest.carry_bytes_per_second,
       syncIoMaxBytes: f.ingest.sync_io_max_bytes,
+      rejectedRetentionMs: f.ingest.rejected_retention === 'off' || f.ingest.rejected_retention === '0' ? 0 : dur(f.ingest.rejected_retention),
     },
     reader: {
       refreshMs: dur(f.reader.refresh),

@@ -136,6 +136,12 @@ export const FileSchema = Type.Object(
           default: 16_777_216,
           description: 'cap on carried bytes per worker process',
         }),
+        rejected_retention: Type.String({
+          pattern: '^(off|0|[0-9]+(\\.[0-9]+)?(ms|s|m|h|d))$',
+          errorMessage: { pattern: 'must be a duration such as 30d, or off' },
+          default: '30d',
+          description: 'rejected drops older than this are removed from REJECTED_DIR (by the workers, hourly); off or 0: kept for ever',
+        }),
         sync_io_max_bytes: Type.Integer({
           minimum: 0,
           maximum: 16_777_216,

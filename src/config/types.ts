@@ -110,6 +110,8 @@ export interface Config {
      * network filesystem). See src/sync-io.ts.
      */
     readonly syncIoMaxBytes: number;
+    /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
+    readonly rejectedRetentionMs: number;
   };
   readonly reader: {
     readonly refreshMs: number;

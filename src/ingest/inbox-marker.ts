@@ -9,11 +9,13 @@
  * A registration is one member of the sorted set keys.inbox(id) per process, scored by when it
  * lapses on Redis's own clock (workers and commands on other machines need not agree on the
  * time); one process stopping never unregisters the others, and the key expires with the last.
+ * Each process also names its host and absolute inbox path in keys.inboxes, so that a refused
+ * command can say where the workers watch.
  */
 import { randomBytes } from 'node:crypto';
 import { lstat, readFile, rename, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
@@ -79,6 +81,27 @@ export async function inboxWatched(redis: Redis, keys: RedisKeys, id: string): P
   return (await redis.zcount(keys.inbox(id), `(${now}`, '+inf')) > 0;
 }
 
+export interface WatchedInbox {
+  readonly host: string;
+  /** Absolute, on that host. */
+  readonly inbox: string;
+}
+
+/** Where the running workers (registrations not lapsed) watch, each host and folder once. */
+export async function watchedInboxes(redis: Redis, keys: RedisKeys): Promise<WatchedInbox[]> {
+  const now = await redisNow(redis);
+  const seen = new Map<string, WatchedInbox>();
+  for (const m of await redis.zrangebyscore(keys.inboxes, `(${now}`, '+inf')) {
+    try {
+      const { host, inbox } = JSON.parse(m) as WatchedInbox;
+      if (typeof host === 'string' && typeof inbox === 'string') seen.set(`${host}\0${inbox}`, { host, inbox });
+    } catch {
+      // not one of ours
+    }
+  }
+  return [...seen.values()];
+}
+
 export interface InboxRegistrationDeps {
   readonly inboxDir: string;
   /** A command connection. */
@@ -108,6 +131,7 @@ export interface InboxRegistration {
 export async function startInboxRegistration(deps: InboxRegistrationDeps): Promise<InboxRegistration> {
   const ttlMs = deps.ttlMs ?? INBOX_TTL_MS;
   const member = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const where = JSON.stringify({ worker: member, host: hostname(), inbox: resolve(deps.inboxDir) });
   let id: string | undefined;
   let failing = false;
   let closed = false;
@@ -121,7 +145,10 @@ export async function startInboxRegistration(deps: InboxRegistrationDeps): Promi
       .multi()
       .zadd(key, now + ttlMs, member)
       .zremrangebyscore(key, '-inf', now)
-      .pexpire(key, ttlMs);
+      .pexpire(key, ttlMs)
+      .zadd(deps.keys.inboxes, now + ttlMs, where)
+      .zremrangebyscore(deps.keys.inboxes, '-inf', now)
+      .pexpire(deps.keys.inboxes, ttlMs);
     // The marker was replaced meanwhile: withdraw from the old id's set.
     if (id !== undefined && id !== current) tx.zrem(deps.keys.inbox(id), member);
     const replies = (await tx.exec()) ?? [];
@@ -160,7 +187,9 @@ export async function startInboxRegistration(deps: InboxRegistrationDeps): Promi
       closed = true;
       clearInterval(timer);
       await running;
-      if (id !== undefined) await deps.redis.zrem(deps.keys.inbox(id), member).catch(() => undefined);
+      const tx = deps.redis.multi().zrem(deps.keys.inboxes, where);
+      if (id !== undefined) tx.zrem(deps.keys.inbox(id), member);
+      await tx.exec().catch(() => undefined);
     },
   };
 }

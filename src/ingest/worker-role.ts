@@ -20,6 +20,7 @@ import { createCarryPolicy } from './carry.js';
 import { ensureInbox } from './inbox.js';
 import { startInboxRegistration } from './inbox-marker.js';
 import { createPublisher, type DropResult, type PublisherDeps } from './publish.js';
+import { startRejectedRetention } from './rejected-purge.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
 import { superviseWorker } from './supervisor.js';
@@ -109,6 +110,13 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   });
   // Tell `publish` and `rejected retry` which inbox this worker watches (inbox-marker.ts).
   const registration = await startInboxRegistration({ inboxDir: config.inboxDir, redis: deps.client, keys: deps.keys, log });
+  // Old rejected drops leave REJECTED_DIR (ingest.rejected_retention; every worker may do it: rm is idempotent).
+  const stopRetention = startRejectedRetention({
+    rejectedDir: config.rejectedDir,
+    retentionMs: config.ingest.rejectedRetentionMs,
+    forget: (ids) => rejections.forget(ids),
+    log,
+  });
   return async () => {
     const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
     try {
@@ -117,6 +125,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         await worker.close(true);
       }
     } finally {
+      await stopRetention();
       await registration.close();
     }
   };

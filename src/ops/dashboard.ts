@@ -35,6 +35,23 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'da
  */
 const INNER_OUTCOME = 'x-oddsfiles-dashboard-outcome';
 
+/**
+ * Put first in the dashboard's page. Opened as http://user:TOKEN@host/admin/queues, the page's
+ * address keeps those credentials, and browsers refuse every scripted request (fetch) made
+ * relative to such an address: bull-board could load neither its labels (locale files) nor the
+ * queues. The page loads itself again without them; the browser has kept them for the folder, so
+ * its requests still carry the token.
+ */
+const DROP_URL_CREDENTIALS = `<script>(function(){var u=document.URL,c=u.replace(/^([a-z][a-z0-9+.-]*:\\/\\/)[^\\/?#]*@/i,'$1');if(c!==u)location.replace(c)})()</script>`;
+
+function withoutUrlCredentials(html: Buffer): Buffer {
+  const text = html.toString('utf8');
+  const at = text.search(/<head[^>]*>/i);
+  if (at < 0) return html;
+  const end = text.indexOf('>', at) + 1;
+  return Buffer.from(text.slice(0, end) + DROP_URL_CREDENTIALS + text.slice(end), 'utf8');
+}
+
 function endToEnd(headers: Record<string, string | string[] | number | undefined>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
@@ -72,7 +89,8 @@ export async function registerDashboard(app: FastifyInstance, deps: DashboardDep
     }
     if (outcome === 'error') throw Object.assign(new Error(res.body), { statusCode: res.statusCode });
     reply.headers(endToEnd(res.headers));
-    return reply.code(res.statusCode).send(res.rawPayload);
+    const html = String(res.headers['content-type'] ?? '').startsWith('text/html') && res.statusCode === 200;
+    return reply.code(res.statusCode).send(html ? withoutUrlCredentials(res.rawPayload) : res.rawPayload);
   };
 
   // An encapsulated context: the guard applies to these routes only.

@@ -4,6 +4,7 @@
  * fail fast while Redis is away instead of queueing commands without bound.
  */
 import { Redis, type RedisOptions } from 'ioredis';
+import { RedisUnavailableError } from '../errors.js';
 
 export type ConnectionRole = 'worker' | 'client' | 'subscriber';
 
@@ -46,18 +47,44 @@ export async function redisAnswers(url: string, timeoutMs = 1000): Promise<boole
   }
 }
 
-/** Resolve once the connection is ready (a fail-fast client rejects commands before that). */
+/** A Redis URL fit for logs: its credentials masked. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, '//***@');
+}
+
+/** Where a client connects, as a URL without credentials. */
+function describeTarget(redis: Redis): string {
+  const o = redis.options;
+  if (o.path) return `unix://${o.path}`;
+  return `${o.tls ? 'rediss' : 'redis'}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}${o.db ? `/${o.db}` : ''}`;
+}
+
+/**
+ * Resolve once the connection is ready (a fail-fast client rejects commands before that). Past the
+ * deadline: a RedisUnavailableError naming the server (never its password), the last connection
+ * error, and what to check.
+ */
 export function whenReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
+    let lastError: string | undefined;
+    const onError = (err: Error) => (lastError = err.message);
     const timer = setTimeout(() => {
       redis.off('ready', onReady);
-      reject(new Error(`Redis did not become ready within ${timeoutMs} ms`));
+      redis.off('error', onError);
+      const why = lastError ? ` (${lastError})` : '';
+      reject(
+        new RedisUnavailableError(
+          `cannot reach Redis at ${describeTarget(redis)} within ${timeoutMs / 1000} s${why}: is redis-server running there? Check REDIS_URL, or leave REDIS_URL unset to use the default (or the private redis-server \`oddsfiles start\` runs when nothing answers there)`,
+        ),
+      );
     }, timeoutMs);
     const onReady = () => {
       clearTimeout(timer);
+      redis.off('error', onError);
       resolve();
     };
     redis.once('ready', onReady);
+    redis.on('error', onError);
   });
 }

@@ -35,6 +35,11 @@ export interface RedisKeys {
    * scored by when its registration lapses (Redis's clock); the key expires with the last of them.
    */
   inbox(id: string): string;
+  /**
+   * Sorted set: where the running worker processes watch, one JSON member `{worker, host, inbox}`
+   * per process (inbox: the absolute path on that host), scored as inbox(id); for messages only.
+   */
+  readonly inboxes: string;
 }
 
 export function redisKeys(prefix: string): RedisKeys {
@@ -54,6 +59,7 @@ export function redisKeys(prefix: string): RedisKeys {
     rate: (scope, id) => `${prefix}:rate:${scope}:${id}`,
     streamSlots: (rateKey) => `${prefix}:streams:${rateKey}`,
     inbox: (id) => `${prefix}:inbox:${id}`,
+    inboxes: `${prefix}:inboxes`,
   };
 }
 

@@ -39,7 +39,9 @@ export async function resolveRedis(
   if (recorded && (await redisAnswers(recorded))) return { url: recorded, privateServer: undefined };
 
   if (!options.startPrivate) {
-    throw new RedisUnavailableError(`Redis does not answer at ${url}. ${HOW_TO_GET_REDIS}`);
+    throw new RedisUnavailableError(
+      `Redis does not answer at ${url}, and no private redis-server of \`oddsfiles start\` runs for DATA_DIR ${config.dataDir}: is the service running, with this DATA_DIR? ${HOW_TO_GET_REDIS}`,
+    );
   }
   const binary = findOnPath('redis-server');
   if (!binary) {

@@ -121,9 +121,10 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-export function runCli(env: Record<string, string>, args: string[], timeoutMs = 60_000): Promise<CliResult> {
+/** Runs in DATA_DIR unless `cwd` says where (a relative DATA_DIR is resolved against it). */
+export function runCli(env: Record<string, string>, args: string[], timeoutMs = 60_000, cwd = env.DATA_DIR): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
