@@ -168,7 +168,7 @@ describe('oddsfiles commands against a running service', () => {
     expect(listed).toContain(young.id);
   });
 
-  it('run from another folder with a relative DATA_DIR: rejected list refuses naming the workers inbox; status says it', async () => {
+  it('run from another folder with a relative DATA_DIR: rejected list refuses naming the workers inbox; status says it, and refuses an inbox folder there', async () => {
     const otherEnv = { ...env, DATA_DIR: 'var' };
     const theirs = `${join(dataDir, 'inbox')} on ${hostname()}`;
     const list = await runCli(otherEnv, ['rejected', 'list'], 30_000, otherDir);
@@ -180,6 +180,12 @@ describe('oddsfiles commands against a running service', () => {
     const folders = `inbox ${join(otherDir, 'var', 'inbox')} (NOT the inbox the running workers watch: they watch ${theirs}); rejected ${join(otherDir, 'var', 'rejected')}; run oddsfiles with the service's environment`;
     expect(status.stdout).toContain(`folders  ${folders}`);
     expect(status.stderr).toContain(`warning: ${folders}`);
+    // With an inbox folder there that the workers do not watch: refused, as rejected list is.
+    await mkdir(join(otherDir, 'var', 'inbox'), { recursive: true });
+    const refused = await runCli(otherEnv, ['status'], 30_000, otherDir);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe('');
+    expect(refused.stderr).toContain(`INBOX_DIR (${join(otherDir, 'var', 'inbox')}) is not the inbox the running workers watch (they watch ${theirs})`);
 
     // With the service's environment: the folders it reads, absolute.
     const ours = await runCli(env, ['rejected', 'list']);

@@ -1,9 +1,10 @@
 /**
  * The folders `oddsfiles status` names: its INBOX_DIR and REJECTED_DIR, absolute (relative ones
  * are resolved against the folder the command runs in), and whether the running workers watch
- * that inbox. Status reads everything else from Redis, so another inbox does not make its figures
- * wrong: it is said (and warned about on stderr), not refused.
+ * that inbox. Status refuses an inbox folder the workers do not watch; where there is no inbox
+ * folder at all (a reader's host), its figures (all from Redis) stand and the mismatch is said.
  */
+import { stat } from 'node:fs/promises';
 import type { CliContext } from './context.js';
 import { inboxState, type InboxState } from './inbox-check.js';
 
@@ -14,11 +15,17 @@ export interface StatusFolders {
   readonly inboxState: InboxState['state'];
   /** Where the running workers watch: host and absolute path. */
   readonly workersWatch: InboxState['workersWatch'];
+  /** Whether the inbox folder exists here at all. */
+  readonly inboxExists: boolean;
 }
 
 export async function statusFolders(ctx: CliContext): Promise<StatusFolders> {
   const s = await inboxState(ctx);
-  return { inbox: s.inbox, rejected: ctx.config().rejectedDir, inboxState: s.state, workersWatch: s.workersWatch };
+  const inboxExists = await stat(s.inbox).then(
+    (st) => st.isDirectory(),
+    () => false,
+  );
+  return { inbox: s.inbox, rejected: ctx.config().rejectedDir, inboxState: s.state, workersWatch: s.workersWatch, inboxExists };
 }
 
 export function describeFolders(f: StatusFolders): string {

@@ -12,7 +12,7 @@ import { createCatalog } from '../catalog/redis-catalog.js';
 import type { CatalogEntry } from '../catalog/types.js';
 import type { Config } from '../config.js';
 import { formatAge } from '../duration.js';
-import { UsageError } from '../errors.js';
+import { InboxMismatchError, UsageError } from '../errors.js';
 import { buildRegistry, parseFilename } from '../feeds/registry.js';
 import { createRejectionLog } from '../ingest/rejection-log.js';
 import { readChangeStats, type ChangeStats } from '../ops/change-stats.js';
@@ -108,7 +108,12 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
         changes,
         folders,
       };
-      if (folders.inboxState === 'other') ctx.io.stderr.write(`warning: ${describeFolders(folders)}\n`);
+      if (folders.inboxState === 'other') {
+        // An inbox folder here that the workers do not watch is another deployment's (or a stray
+        // copy): refused. No inbox folder here at all (a reader's host): said, not refused.
+        if (folders.inboxExists) throw new InboxMismatchError(folders.inbox, folders.workersWatch);
+        ctx.io.stderr.write(`warning: ${describeFolders(folders)}\n`);
+      }
       if (opts.json) ctx.io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       else ctx.io.stdout.write(renderText(report, registry, now));
       if (stale > 0) process.exitCode = 1;
