@@ -20,6 +20,7 @@ import type { CarryPolicy } from './carry.js';
 import { readClaim, type Claim } from './inbox.js';
 import { createManifestWriter } from './manifest-sync.js';
 import { rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
+import type { SupersededRecord } from './superseded-log.js';
 
 export type DropOutcome = CommitOutcome | 'rejected';
 
@@ -31,6 +32,8 @@ export interface DropResult {
   readonly rejectionId?: string;
   readonly sha256?: string;
   readonly generatedAt?: string;
+  /** Superseded: the generated_at of the published version that won over this drop. */
+  readonly publishedGeneratedAt?: string;
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
   /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
@@ -46,6 +49,8 @@ export interface PublisherDeps {
   readonly log: Logger;
   /** Remember a rejection for `status` (best effort). */
   readonly recordRejection?: (record: RejectionRecord) => Promise<void>;
+  /** Remember a superseded drop and the generated_at that won, for `status` (best effort). */
+  readonly recordSuperseded?: (record: SupersededRecord) => Promise<void>;
   readonly now?: () => Date;
   /**
    * Called synchronously right after a commit whose outcome is `published` (before the manifest
@@ -128,10 +133,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const current = await currentP;
       let outcome: CommitOutcome;
       let carriedTo: number | undefined;
+      // Superseded: the generated_at that won (the published entry's).
+      let winner: string | undefined;
       if (current?.sha256 === sha256) {
         outcome = 'unchanged';
-      } else if (current && current.generatedAtMs > doc.generatedAtMs) outcome = 'superseded';
-      else {
+      } else if (current && current.generatedAtMs > doc.generatedAtMs) {
+        outcome = 'superseded';
+        winner = current.generatedAt;
+      } else {
         const entry: CatalogEntry = {
           filename: feed.filename,
           bookmaker: feed.bookmaker,
@@ -165,6 +174,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         lap('commit', t);
         carriedTo = await carried;
         outcome = result.outcome;
+        if (outcome === 'superseded') winner = result.current.generatedAt;
         if (outcome === 'published') {
           if (deps.onPublished) {
             try {
@@ -182,9 +192,19 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         manifest.check(claim.path);
       } else if (outcome === 'superseded') {
         await unlink(claim.path).catch(ignoreMissing);
+        const record = { filename: claim.name, generated_at: doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
+        await deps.recordSuperseded?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
       }
       timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return { outcome, filename: claim.name, sha256, generatedAt: doc.generatedAt, timings, ...(carriedTo !== undefined ? { carriedTo } : {}) };
+      return {
+        outcome,
+        filename: claim.name,
+        sha256,
+        generatedAt: doc.generatedAt,
+        ...(winner !== undefined ? { publishedGeneratedAt: winner } : {}),
+        timings,
+        ...(carriedTo !== undefined ? { carriedTo } : {}),
+      };
     } catch (err) {
       if (!(err instanceof RejectionError)) throw err;
       const record: RejectionRecord = {
