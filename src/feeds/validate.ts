@@ -104,10 +104,7 @@ function validateDocument({ feed, bookmaker, bytes: raw, receivedAt, now }: Docu
     const given = bookmakerField.value as string;
     const accepted = acceptedBookmakerValues(bookmaker);
     if (!accepted.includes(given)) {
-      throw new RejectionError(
-        'bookmaker_mismatch',
-        `the document says "${given}", the filename names "${bookmaker.key}"; accepted: ${accepted.join(' or ')}`,
-      );
+      throw new RejectionError('bookmaker_mismatch', `the document says "${given}", the filename names "${bookmaker.key}"; accepted: ${accepted.join(' or ')}`);
     }
   }
   const sportField = head.field('sport');
