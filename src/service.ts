@@ -175,11 +175,16 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     }
 
     if (roles.includes('watcher') && queue) {
-      const { startWatcher } = await import('./ingest/watcher.js');
+      const [{ startWatcher }, { createRejectionLog }] = await Promise.all([import('./ingest/watcher.js'), import('./ingest/rejection-log.js')]);
       const watcher = await startWatcher({
         inboxDir: config.inboxDir,
         queue,
         settleMs: config.ingest.settleMs,
+        lateWrites: {
+          rejectedDir: config.rejectedDir,
+          watchMs: config.ingest.settleMaxMs,
+          forgetRejection: (r) => createRejectionLog(client, keys).remove(r),
+        },
         rescanMs: config.ingest.rescanMs,
         pollMs: config.ingest.pollMs,
         syncIo: config.ingest.syncIoMaxBytes > 0,

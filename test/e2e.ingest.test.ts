@@ -113,6 +113,10 @@ describe('ingest end to end (oddsfiles start)', () => {
       const kept = await readFile(join(rejectedDir, r.id!, c.filename));
       expect(kept.equals(c.bytes), c.name).toBe(true);
     }
+    // The mismatch says which values the registry accepts for the file.
+    expect(reasons.find((r) => r.reason === 'bookmaker_mismatch')!.detail).toBe(
+      'the document says "bluewater", the filename names "northwind"; accepted: northwind',
+    );
     expect(await readCatalog(prefix)).toEqual(catalogBefore);
     expect(await assertObjectsWhole(storeDir)).toBeGreaterThanOrEqual(38);
 

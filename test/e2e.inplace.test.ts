@@ -1,12 +1,15 @@
 /**
- * Drops written in place under their final name (no rename): picked up at once, mid-write, yet
- * published whole, and rejected only once they stop changing. Renamed drops pay no settle delay.
+ * Drops written in place under their final name (no rename), with the default settings: picked up
+ * at once, mid-write, yet published whole, however the writer paces its writes (pauses up to a
+ * second); rejected only once they stop changing for `ingest.settle` (2 s), and a rejection whose
+ * writer went on writing is withdrawn and the file goes through again. Renamed drops pay no
+ * settle delay.
  */
-import { open, readdir, writeFile } from 'node:fs/promises';
+import { open, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXAMPLE_FEEDS, generateDocument } from './fixtures/corpus.js';
-import { drop, pendingDrops } from './helpers/drops.js';
+import { drop, pendingDrops, rejectionRecords } from './helpers/drops.js';
 import { readCatalog, sha256 } from './helpers/published.js';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
@@ -22,13 +25,34 @@ describe('drops written in place', () => {
   beforeAll(async () => {
     dataDir = await makeDataDir('e2e-inplace');
     inbox = join(dataDir, 'inbox');
-    await writeFile(join(dataDir, 'oddsfiles.yaml'), 'ingest:\n  settle: 1s\n');
-    svc = await startOddsfiles(baseEnv(dataDir, prefix, { ODDSFILES_CONFIG: join(dataDir, 'oddsfiles.yaml') }));
+    svc = await startOddsfiles(baseEnv(dataDir, prefix));
   }, 60_000);
 
   afterAll(async () => {
     await svc?.stop();
     await dropPrefix(prefix);
+  });
+
+  const rejectedIds = async () => (await readdir(join(dataDir, 'rejected')).catch(() => [] as string[])).filter((i) => !i.startsWith('.'));
+
+  it('publishes a 200 KB upload written in chunks over about 4 s, with pauses of up to 1 s, whole', async () => {
+    const feed = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_redstone_basketball.json')!;
+    const bytes = generateDocument(feed, { generatedAt: '2026-11-21T18:00:00Z', targetBytes: 200_000 });
+    const pauses = [400, 1000, 250, 700, 1000, 150, 600];
+    const fh = await open(join(inbox, feed.filename), 'w');
+    const t0 = Date.now();
+    for (let i = 0; i <= pauses.length; i++) {
+      const n = pauses.length + 1;
+      await fh.write(bytes.subarray(Math.floor((i * bytes.length) / n), Math.floor(((i + 1) * bytes.length) / n)));
+      if (i < pauses.length) await sleep(pauses[i]!);
+    }
+    await fh.close();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(3000);
+    const entry = await waitFor(async () => (await readCatalog(prefix)).get(feed.filename), 20_000, 'the upload published');
+    expect(entry.sha256).toBe(sha256(bytes));
+    await waitFor(async () => (await pendingDrops(inbox)).length === 0, 20_000, 'an empty inbox');
+    expect(await rejectedIds()).toEqual([]);
+    expect(svc.logs.filter((l) => l.filename === feed.filename && l.outcome === 'rejected')).toEqual([]);
   });
 
   it('publishes a document written in chunks with pauses shorter than settle, whole', async () => {
@@ -56,17 +80,19 @@ describe('drops written in place', () => {
     await fh.close();
     const rejected = await waitFor(
       async () => {
-        const ids = (await readdir(join(dataDir, 'rejected')).catch(() => [] as string[])).filter((i) => !i.startsWith('.'));
+        const ids = await rejectedIds();
         return ids.length > 0 ? ids : undefined;
       },
       20_000,
       'the rejection',
     );
     expect(rejected).toHaveLength(1);
-    // Not before the last write plus the settle time.
-    expect(Date.now() - started).toBeGreaterThanOrEqual(150 + 1000);
+    // Not before the last write plus the settle time (2 s by default).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150 + 2000);
     const log = svc.logs.find((l) => l.filename === name && l.outcome === 'rejected')!;
     expect(log.reason).toBe('invalid_json');
+    // What is kept is what was judged.
+    expect(await readFile(join(dataDir, 'rejected', rejected[0]!, name), 'utf8')).toBe('{"bookmaker":"redstone","events":[{"event_id":"x"}');
   });
 
   it('publishes a renamed drop without waiting for settle', async () => {
@@ -75,7 +101,7 @@ describe('drops written in place', () => {
     const t0 = Date.now();
     await drop(inbox, feed.filename, bytes);
     await waitFor(async () => (await readCatalog(prefix)).get(feed.filename)?.sha256 === sha256(bytes), 10_000, 'published', 5);
-    // Below the 1 s settle time: renamed drops are not held back.
+    // Well below the 2 s settle time: renamed drops are not held back.
     expect(Date.now() - t0).toBeLessThan(1000);
   });
 
@@ -89,5 +115,26 @@ describe('drops written in place', () => {
       // The rescan runs every 5 s: a missed event would show as a multi-second wait.
       expect(Date.now() - t0, `version ${i}`).toBeLessThan(1500);
     }
+  });
+
+  it('withdraws a rejection whose writer went on writing after a pause longer than settle, and publishes the file', async () => {
+    const feed = EXAMPLE_FEEDS.find((f) => f.filename === 'site_pregame_northwind_basketball.json')!;
+    const bytes = generateDocument(feed, { generatedAt: '2026-11-21T18:10:00Z', targetBytes: 30_000 });
+    const before = await rejectedIds();
+    const fh = await open(join(inbox, feed.filename), 'w');
+    await fh.write(bytes.subarray(0, 10_000));
+    // Quiet for longer than settle: rejected as it stands.
+    const rejected = await waitFor(async () => (await rejectedIds()).find((id) => !before.includes(id)), 10_000, 'the half-written file rejected');
+    expect((await rejectionRecords(join(dataDir, 'rejected'))).find((r) => r.id === rejected)!.reason).toBe('invalid_json');
+    // The writer goes on: the rejected copy stays the bytes judged...
+    await fh.write(bytes.subarray(10_000));
+    await fh.close();
+    expect((await readFile(join(dataDir, 'rejected', rejected, feed.filename))).length).toBe(10_000);
+    // ...then the rejection is withdrawn and the whole file published.
+    const entry = await waitFor(async () => (await readCatalog(prefix)).get(feed.filename), 20_000, 'the whole file published');
+    expect(entry.sha256).toBe(sha256(bytes));
+    expect(await rejectedIds()).not.toContain(rejected);
+    expect(svc.logs.find((l) => l.rejectionId === rejected && /withdrawn/.test(String(l.msg)))).toBeDefined();
+    await waitFor(async () => (await pendingDrops(inbox)).length === 0, 20_000, 'an empty inbox');
   });
 });

@@ -200,6 +200,25 @@ describe('edge cases', () => {
     expect(reasonOf('site_livepre_oddsport.json', '{"bookmaker":"OddSport"}')).toBe('bookmaker_mismatch');
   });
 
+  it('the bookmaker_mismatch detail names the values the registry accepts for the file', () => {
+    const detailOf = (filename: string, bytes: string) => {
+      const r = drop(filename, bytes);
+      return r.outcome === 'rejected' ? r.detail : undefined;
+    };
+    expect(detailOf('site_pregame_hillview_soccer.json', '{"bookmaker":"StarBet"}')).toBe(
+      'the document says "StarBet", the filename names "hillview"; accepted: hillview or starbet',
+    );
+    // Key and public name the same in lowercase: one value.
+    expect(detailOf(NW_SOCCER, '{"bookmaker":"bluewater"}')).toBe('the document says "bluewater", the filename names "northwind"; accepted: northwind');
+    // From the running registry, not a fixed list.
+    const other = buildRegistry([{ key: 'acme', name: 'Acme Bet', feeds: 'livepre' }], ['soccer']);
+    const feed = parseFilename(other, 'site_livepre_acme.json')!;
+    const v = createDocumentValidator({ maxFileBytes: 1e6, futureSkewMs: 300_000, maxDepth: 64 });
+    expect(() => v({ feed, bookmaker: other.bookmakers.get('acme')!, bytes: Buffer.from('{"bookmaker":"acme bet "}'), receivedAt: NOW, now: NOW })).toThrow(
+      'accepted: acme or acme bet',
+    );
+  });
+
   it('empty-events, extra-fields, unicode-names: byte for byte, UTF-8 preserved', () => {
     for (const name of ['empty-events', 'extra-fields', 'unicode-names']) {
       const c = byName(name);

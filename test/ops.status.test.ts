@@ -106,7 +106,20 @@ describe('oddsfiles status', () => {
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const s = JSON.parse(res.stdout) as StatusJson;
-    expect(Object.keys(s).sort()).toEqual(['changes', 'feeds', 'folders', 'missing', 'now', 'queue', 'rejections', 'seq', 'stale', 'workers']);
+    expect(Object.keys(s).sort()).toEqual([
+      'ahead',
+      'changes',
+      'feeds',
+      'folders',
+      'missing',
+      'now',
+      'queue',
+      'rejections',
+      'seq',
+      'stale',
+      'superseded',
+      'workers',
+    ]);
     // Committed straight to the catalog here: no reader runs, so no reader figures.
     expect(s.changes).toEqual({ position: 2, oldest: 1, streams: 0, events: 0, dropped: 0, waiting: 0, readers: 0 });
     expect(s.stale).toBe(0);

@@ -53,6 +53,8 @@ export interface Outcome {
   readonly detail?: string;
   /** A rejection's folder in REJECTED_DIR. */
   readonly rejectionId?: string;
+  /** Superseded: the generated_at of the published version that won. */
+  readonly publishedGeneratedAt?: string;
   /** Counts as a failure (exit 1) whatever its outcome. */
   readonly failed?: boolean;
 }
@@ -102,6 +104,13 @@ async function outcomeOf(ctx: CliContext, s: Submitted, events: QueueEvents, dea
   try {
     const r = await s.job.waitUntilFinished(events, Math.max(250, deadline - Date.now()));
     if (r.outcome === 'gone') return settleGone(s.claim, ctx.config().inboxDir);
+    // Superseded: which published generated_at won, beside the drop's own.
+    if (r.outcome === 'superseded' && r.publishedGeneratedAt !== undefined)
+      return {
+        outcome: r.outcome,
+        detail: `generated_at ${r.generatedAt ?? '?'} is not newer than the published ${r.publishedGeneratedAt}`,
+        publishedGeneratedAt: r.publishedGeneratedAt,
+      };
     if (r.reason === undefined) return { outcome: r.outcome };
     return { outcome: r.outcome, reason: r.reason, detail: r.detail ?? '', ...(r.rejectionId ? { rejectionId: r.rejectionId } : {}) };
   } catch (err) {

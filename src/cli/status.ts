@@ -1,9 +1,11 @@
 /**
  * `oddsfiles status`: one look at the whole system. Queue counts (and connected workers), every
  * feed of the registry with its generated_at, age and size (stale ones marked by their kind's
- * stale_after, never-published ones listed), and the last rejections with their reasons.
- * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, rejections, changes,
- * folders: this command's INBOX_DIR and REJECTED_DIR and whether the running workers watch that inbox).
+ * stale_after, never-published ones listed, ones stamped ahead of the clock marked), the last
+ * rejections with their reasons, and the last superseded drops with the generated_at that won.
+ * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, ahead, rejections,
+ * superseded, changes, folders: this command's INBOX_DIR and REJECTED_DIR and whether the running
+ * workers watch that inbox).
  * Exit 1 when a feed is stale.
  */
 import type { Command } from 'commander';
@@ -15,6 +17,7 @@ import { formatAge } from '../duration.js';
 import { InboxMismatchError, UsageError } from '../errors.js';
 import { buildRegistry, parseFilename } from '../feeds/registry.js';
 import { createRejectionLog } from '../ingest/rejection-log.js';
+import { createSupersededLog, type SupersededRecord } from '../ingest/superseded-log.js';
 import { readChangeStats, type ChangeStats } from '../ops/change-stats.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
 import type { RejectionRecord } from '../ingest/rejected.js';
@@ -37,7 +40,17 @@ export interface FeedStatus extends CatalogEntry {
   readonly publishedAgeMs: number;
   readonly stale: boolean;
   readonly staleAfterMs: number;
+  /** Milliseconds generated_at is ahead of now (0 when not in the future). */
+  readonly aheadMs: number;
+  /** Ahead by more than AHEAD_MARK_MS: drops stamped with the right time are superseded until the clock catches up. */
+  readonly ahead: boolean;
 }
+
+/** A published generated_at this far ahead of the clock is marked: a publisher's clock running fast. */
+export const AHEAD_MARK_MS = 60_000;
+
+/** How many of the last superseded drops `status` shows. */
+const SUPERSEDED_SHOWN = 5;
 
 export interface StatusReport {
   readonly now: string;
@@ -50,7 +63,11 @@ export interface StatusReport {
   readonly missing: string[];
   /** How many published feeds are stale. */
   readonly stale: number;
+  /** How many published feeds are stamped ahead of the clock (FeedStatus.ahead). */
+  readonly ahead: number;
   readonly rejections: RejectionRecord[];
+  /** The last superseded drops, newest first, with the published generated_at that won. */
+  readonly superseded: SupersededRecord[];
   /** The change log's span, and what the readers' change endpoints are doing (summed over readers). */
   readonly changes: ChangeStats & { readonly readers: number; readonly position: number; readonly oldest: number | null };
   /** This command's folders (absolute) and whether the running workers watch its inbox. */
@@ -63,7 +80,16 @@ export function feedStatuses(entries: readonly CatalogEntry[], staleAfterMs: Con
     const after = staleAfterMs[e.kind];
     const ageMs = now - e.generatedAtMs;
     const published = Date.parse(e.publishedAt);
-    return { ...e, ageMs, publishedAgeMs: Number.isFinite(published) ? now - published : Number.NaN, staleAfterMs: after, stale: ageMs > after };
+    const aheadMs = Math.max(0, -ageMs);
+    return {
+      ...e,
+      ageMs,
+      publishedAgeMs: Number.isFinite(published) ? now - published : Number.NaN,
+      staleAfterMs: after,
+      stale: ageMs > after,
+      aheadMs,
+      ahead: aheadMs > AHEAD_MARK_MS,
+    };
   });
 }
 
@@ -82,13 +108,14 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const queue = createQueueCounts(redis, config.redis.prefix);
       const now = Date.now();
       const registry = buildRegistry(config.bookmakers, config.sports);
-      const [counts, workers, snapshot, rejections, bounds, changeStats, folders] = await Promise.all([
+      const [counts, workers, snapshot, rejections, bounds, changeStats, superseded, folders] = await Promise.all([
         queue.getJobCounts(...QUEUE_STATES, ...RARE_STATES),
         queue.getWorkersCount().catch(() => null),
         createCatalog(redis, ctx.keys()).snapshot(),
         wanted > 0 ? createRejectionLog(redis, ctx.keys()).latest(wanted) : Promise.resolve([]),
         createChangeLog(redis, ctx.keys()).bounds(),
         readChangeStats(redis, ctx.keys()),
+        createSupersededLog(redis, ctx.keys()).latest(SUPERSEDED_SHOWN),
         statusFolders(ctx),
       ]);
       const changes = { position: bounds.last, oldest: bounds.first ?? null, ...changeStats };
@@ -96,6 +123,7 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const published = new Set(feeds.map((f) => f.filename));
       const missing = registry.filenames.filter((n) => !published.has(n));
       const stale = feeds.filter((f) => f.stale).length;
+      const ahead = feeds.filter((f) => f.ahead).length;
       const report: StatusReport = {
         now: new Date(now).toISOString(),
         seq: snapshot.seq,
@@ -104,7 +132,9 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
         feeds,
         missing,
         stale,
+        ahead,
         rejections,
+        superseded,
         changes,
         folders,
       };
@@ -143,7 +173,7 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
       formatAge(f.ageMs),
       formatAge(f.publishedAgeMs),
       String(f.size),
-      f.stale ? `STALE (> ${formatAge(f.staleAfterMs)})` : 'fresh',
+      f.stale ? `STALE (> ${formatAge(f.staleAfterMs)})` : f.ahead ? `AHEAD ${formatAge(f.aheadMs)}` : 'fresh',
     ],
   }));
   for (const filename of missing) {
@@ -160,6 +190,10 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
       ),
     );
   parts.push(`\n${feeds.length} published, ${stale} stale, ${missing.length} of the registry's ${registry.filenames.length} never published\n`);
+  for (const f of feeds.filter((x) => x.ahead))
+    parts.push(
+      `AHEAD: ${f.filename}'s generated_at ${f.generatedAt} is ${formatAge(f.aheadMs)} ahead of this clock (a publisher's clock running fast?); drops stamped earlier are superseded until then\n`,
+    );
 
   if (rejections.length > 0) {
     parts.push('\nlast rejections\n');
@@ -172,6 +206,15 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
     parts.push('(oddsfiles rejected list for all of them, oddsfiles rejected retry ID to send one back)\n');
   } else {
     parts.push('\nno rejections recorded\n');
+  }
+  if (report.superseded.length > 0) {
+    parts.push('\nlast superseded (a drop older than the published version)\n');
+    parts.push(
+      formatTable(
+        ['RECEIVED', 'FILENAME', 'GENERATED_AT', 'PUBLISHED GENERATED_AT'],
+        report.superseded.map((s) => [`${formatAge(now - Date.parse(s.received_at))} ago`, s.filename, s.generated_at, s.published_generated_at]),
+      ),
+    );
   }
   return parts.join('');
 }

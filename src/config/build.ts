@@ -108,6 +108,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
     ingest: {
       concurrency: f.ingest.concurrency,
       settleMs: dur(f.ingest.settle),
+      settleMaxMs: dur(f.ingest.settle_max),
       rescanMs: dur(f.ingest.rescan),
       pollMs: dur(f.ingest.poll),
       keepVersions: f.ingest.keep_versions,

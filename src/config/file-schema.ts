@@ -118,7 +118,11 @@ export const FileSchema = Type.Object(
     ingest: Type.Object(
       {
         concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 4, description: 'jobs at once per worker process' }),
-        settle: duration({ default: '50ms', description: 'a drop that does not validate is rejected only once unchanged this long' }),
+        settle: duration({ default: '2s', description: 'a drop that does not parse (a file still being written) is rejected only once unchanged this long' }),
+        settle_max: duration({
+          default: '1m',
+          description: 'longest wait for a file still being written; and how long a rejected one is watched for late writes (they make it a new drop)',
+        }),
         rescan: duration({ default: '5s', description: 'full inbox rescan (inotify drops events on overflow)' }),
         poll: duration({ default: '0s', description: '0: kernel events; otherwise poll the inbox at this period (NFS/SMB shares, bind mounts)' }),
         keep_versions: Type.Integer({ minimum: 1, maximum: 1000, default: 10, description: 'versions kept per filename in the store' }),

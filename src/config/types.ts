@@ -85,6 +85,7 @@ export interface Config {
     readonly concurrency: number;
     /** How long a file written in place must stay unchanged before it is read. */
     readonly settleMs: number;
+    readonly settleMaxMs: number;
     /** Period of the full inbox rescan (inotify drops events on overflow). */
     readonly rescanMs: number;
     /**

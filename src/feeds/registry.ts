@@ -47,6 +47,15 @@ export function buildRegistry(bookmakers: readonly Bookmaker[], sports: readonly
   });
 }
 
+/**
+ * The values a document's `bookmaker` may take in this bookmaker's files: its company key and its
+ * public name in lowercase (one value when they are the same).
+ */
+export function acceptedBookmakerValues(bookmaker: Bookmaker): readonly string[] {
+  const name = bookmaker.name.toLowerCase();
+  return name === bookmaker.key ? [bookmaker.key] : [bookmaker.key, name];
+}
+
 /** The feed a filename names, or undefined when it is not a valid filename (case matters). */
 export function parseFilename(registry: FeedRegistry, name: string): FeedInfo | undefined {
   return registry.feeds.get(name);

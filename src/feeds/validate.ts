@@ -26,7 +26,7 @@ import { schemaPath } from '../paths.js';
 import type { DocumentReader } from './document-reader.js';
 import { parseGeneratedAt } from './generated-at.js';
 import { createParseReader } from './parse-reader.js';
-import type { FeedInfo } from './registry.js';
+import { acceptedBookmakerValues, type FeedInfo } from './registry.js';
 import { createScanReader } from './scan-reader.js';
 import { compileSchemaPlan } from './schema-plan.js';
 
@@ -102,8 +102,9 @@ function validateDocument({ feed, bookmaker, bytes: raw, receivedAt, now }: Docu
   const bookmakerField = head.field('bookmaker');
   if (bookmakerField) {
     const given = bookmakerField.value as string;
-    if (given !== bookmaker.key && given !== bookmaker.name.toLowerCase()) {
-      throw new RejectionError('bookmaker_mismatch', `the document says "${given}", the filename names "${bookmaker.key}"`);
+    const accepted = acceptedBookmakerValues(bookmaker);
+    if (!accepted.includes(given)) {
+      throw new RejectionError('bookmaker_mismatch', `the document says "${given}", the filename names "${bookmaker.key}"; accepted: ${accepted.join(' or ')}`);
     }
   }
   const sportField = head.field('sport');

@@ -7,7 +7,7 @@
  * (manifest-sync.ts).
  */
 import { createHash } from 'node:crypto';
-import { lstat, unlink } from 'node:fs/promises';
+import { unlink } from 'node:fs/promises';
 import type { Config } from '../config.js';
 import type { Catalog } from '../catalog/redis-catalog.js';
 import type { CatalogEntry, CommitOutcome } from '../catalog/types.js';
@@ -17,9 +17,11 @@ import type { DocumentValidator } from '../feeds/validate.js';
 import type { Logger } from '../log.js';
 import { objectKey, type Store } from '../store/store.js';
 import type { CarryPolicy } from './carry.js';
-import { readClaim, type Claim } from './inbox.js';
+import type { Claim } from './inbox.js';
 import { createManifestWriter } from './manifest-sync.js';
-import { rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
+import { parkRejectedClaim, rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
+import { readSettled, SettledRejection } from './settle.js';
+import type { SupersededRecord } from './superseded-log.js';
 
 export type DropOutcome = CommitOutcome | 'rejected';
 
@@ -31,6 +33,8 @@ export interface DropResult {
   readonly rejectionId?: string;
   readonly sha256?: string;
   readonly generatedAt?: string;
+  /** Superseded: the generated_at of the published version that won over this drop. */
+  readonly publishedGeneratedAt?: string;
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
   /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
@@ -38,7 +42,7 @@ export interface DropResult {
 }
 
 export interface PublisherDeps {
-  readonly config: Pick<Config, 'limits' | 'rejectedDir' | 'ingest'>;
+  readonly config: Pick<Config, 'limits' | 'rejectedDir' | 'inboxDir' | 'ingest'>;
   readonly registry: FeedRegistry;
   readonly validate: DocumentValidator;
   readonly store: Store;
@@ -46,6 +50,8 @@ export interface PublisherDeps {
   readonly log: Logger;
   /** Remember a rejection for `status` (best effort). */
   readonly recordRejection?: (record: RejectionRecord) => Promise<void>;
+  /** Remember a superseded drop and the generated_at that won, for `status` (best effort). */
+  readonly recordSuperseded?: (record: SupersededRecord) => Promise<void>;
   readonly now?: () => Date;
   /**
    * Called synchronously right after a commit whose outcome is `published` (before the manifest
@@ -128,10 +134,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const current = await currentP;
       let outcome: CommitOutcome;
       let carriedTo: number | undefined;
+      // Superseded: the generated_at that won (the published entry's).
+      let winner: string | undefined;
       if (current?.sha256 === sha256) {
         outcome = 'unchanged';
-      } else if (current && current.generatedAtMs > doc.generatedAtMs) outcome = 'superseded';
-      else {
+      } else if (current && current.generatedAtMs > doc.generatedAtMs) {
+        outcome = 'superseded';
+        winner = current.generatedAt;
+      } else {
         const entry: CatalogEntry = {
           filename: feed.filename,
           bookmaker: feed.bookmaker,
@@ -165,6 +175,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         lap('commit', t);
         carriedTo = await carried;
         outcome = result.outcome;
+        if (outcome === 'superseded') winner = result.current.generatedAt;
         if (outcome === 'published') {
           if (deps.onPublished) {
             try {
@@ -182,9 +193,19 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         manifest.check(claim.path);
       } else if (outcome === 'superseded') {
         await unlink(claim.path).catch(ignoreMissing);
+        const record = { filename: claim.name, generated_at: doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
+        await deps.recordSuperseded?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
       }
       timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return { outcome, filename: claim.name, sha256, generatedAt: doc.generatedAt, timings, ...(carriedTo !== undefined ? { carriedTo } : {}) };
+      return {
+        outcome,
+        filename: claim.name,
+        sha256,
+        generatedAt: doc.generatedAt,
+        ...(winner !== undefined ? { publishedGeneratedAt: winner } : {}),
+        timings,
+        ...(carriedTo !== undefined ? { carriedTo } : {}),
+      };
     } catch (err) {
       if (!(err instanceof RejectionError)) throw err;
       const record: RejectionRecord = {
@@ -194,50 +215,18 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         detail: err.detail,
         received_at: receivedAt.toISOString(),
       };
-      await writeRejection(deps.config.rejectedDir, record, claim.path);
-      await unlink(claim.path).catch(ignoreMissing);
+      // Bytes that were read are kept as judged, and the claim is parked, watched for late writes
+      // (late-writes.ts); anything else (too large, not a regular file) is kept as it is.
+      const judged = err instanceof SettledRejection ? err.bytes : undefined;
+      await writeRejection(deps.config.rejectedDir, record, claim.path, judged);
+      if (judged) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
+      else await unlink(claim.path).catch(ignoreMissing);
       await deps.recordRejection?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the rejection in Redis'));
       timings.total = Math.round((performance.now() - t0) * 100) / 100;
       return { outcome: 'rejected', filename: claim.name, reason: err.reason, detail: err.detail, rejectionId: record.id, timings };
     }
   };
   return Object.assign(publish, { flush: () => manifest.flush(), close: () => manifest.close() });
-}
-
-/**
- * Read and validate a claimed drop at once: a renamed drop is complete, so freshness pays no
- * settling delay. A drop written in place may have been claimed mid-write (the writer goes on
- * writing into the claimed file): a document that fails validation is rejected only once the
- * file has stayed unchanged for `ingest.settle`, re-read each time it changed, for at most
- * `max(20 × settle, 5 s)`. Over the size limit is final at once.
- */
-async function readSettled<T>(
-  path: string,
-  config: Pick<Config, 'limits' | 'ingest'>,
-  beforeRead: (size: number) => Promise<void>,
-  validate: (raw: Buffer) => T,
-): Promise<T> {
-  const settleMs = config.ingest.settleMs;
-  const deadline = Date.now() + Math.max(20 * settleMs, 5000);
-  for (;;) {
-    // Size and mtime as they were before the read: the open claim's fstat (readClaim).
-    let before: { size: number; mtimeMs: number } | undefined;
-    try {
-      const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes);
-      before = read;
-      return validate(read.bytes);
-    } catch (err) {
-      if (!(err instanceof RejectionError) || err.reason === 'too_large' || err.reason === 'unknown_filename' || !before) throw err;
-      // Wait (stat only, no reading) until the file has been quiet for `settle`.
-      let st = await lstat(path).catch(() => undefined);
-      while (st && Date.now() - st.mtimeMs < settleMs && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, Math.max(5, settleMs - (Date.now() - st!.mtimeMs))));
-        st = await lstat(path).catch(() => undefined);
-      }
-      // Nothing written since it was read (or out of time): the rejection stands.
-      if (!st || (st.size === before.size && st.mtimeMs === before.mtimeMs) || Date.now() >= deadline) throw err;
-    }
-  }
 }
 
 /** A counting semaphore over bytes, first come first served; a request over the limit counts as the limit. */

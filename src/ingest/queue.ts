@@ -25,6 +25,9 @@ export interface IngestResult {
   readonly reason?: string;
   readonly detail?: string;
   readonly rejectionId?: string;
+  /** Superseded: the drop's generated_at, and the published one's that won over it. */
+  readonly generatedAt?: string;
+  readonly publishedGeneratedAt?: string;
 }
 
 export type IngestQueue = Queue<IngestJobData, IngestResult>;

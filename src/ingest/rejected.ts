@@ -3,6 +3,8 @@
  * `{ "id", "filename", "reason", "detail", "received_at" }`. Written crash-safely: the folder
  * appears whole (built under a temp name, then renamed) before the claim is removed, and its id
  * comes from the claim, so a retry after a crash finds it done instead of rejecting twice.
+ * A drop whose bytes were read is kept as those bytes (what the reason is about); its claim is
+ * then parked in INBOX_DIR/.rejected-watch/ and watched for late writes (late-writes.ts).
  */
 import { access, copyFile, link, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -21,13 +23,15 @@ export function rejectionId(receivedAt: Date, claimId: string): string {
 }
 
 /**
- * Keep the claimed drop as REJECTED_DIR/<id>/<filename> with reason.json. Whatever the claim is,
+ * Keep the claimed drop as REJECTED_DIR/<id>/<filename> with reason.json. `judged`: the bytes the
+ * rejection was decided on, written as the kept file (never the claim itself, which a writer may
+ * still hold open). Otherwise, whatever the claim is,
  * nothing is followed, opened or read: a regular file is hard-linked (copied when REJECTED_DIR is
  * on another filesystem), a symbolic link is kept as a link (never its target), a FIFO or other
  * special file is hard-linked when possible and otherwise not kept (reason.json says what it
  * was), and a folder is moved in after reason.json exists.
  */
-export async function writeRejection(rejectedDir: string, record: RejectionRecord, claimPath: string): Promise<void> {
+export async function writeRejection(rejectedDir: string, record: RejectionRecord, claimPath: string, judged?: Buffer): Promise<void> {
   const final = join(rejectedDir, record.id);
   const st = await lstat(claimPath).catch(() => undefined);
   if (await exists(join(final, 'reason.json'))) {
@@ -39,7 +43,9 @@ export async function writeRejection(rejectedDir: string, record: RejectionRecor
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
   const target = join(tmp, record.filename);
-  if (st && !st.isDirectory()) {
+  if (judged) {
+    await writeFile(target, judged);
+  } else if (st && !st.isDirectory()) {
     try {
       await link(claimPath, target);
     } catch (err) {
@@ -53,6 +59,19 @@ export async function writeRejection(rejectedDir: string, record: RejectionRecor
   await writeFile(join(tmp, 'reason.json'), `${JSON.stringify(record, null, 2)}\n`);
   await rename(tmp, final);
   if (st?.isDirectory()) await moveIn(claimPath, join(final, record.filename), record.id);
+}
+
+/** Where rejected drops' claims wait, watched for late writes: INBOX_DIR/.rejected-watch/<id> (late-writes.ts). */
+export function watchDir(inboxDir: string): string {
+  return join(inboxDir, '.rejected-watch');
+}
+
+/** Park a rejected drop's claim (in INBOX_DIR/.processing: the same filesystem) under its rejection's id. */
+export async function parkRejectedClaim(inboxDir: string, claimPath: string, id: string): Promise<void> {
+  await mkdir(watchDir(inboxDir), { recursive: true });
+  await rename(claimPath, join(watchDir(inboxDir), id)).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+  });
 }
 
 async function moveIn(from: string, to: string, id: string): Promise<void> {

@@ -17,6 +17,10 @@ export function createRejectionLog(redis: Redis, keys: RedisKeys) {
         .zremrangebyrank(keys.rejections, 0, -KEEP - 1)
         .exec();
     },
+    /** Forget one (its rejection was withdrawn); `r` as recorded. */
+    async remove(r: RejectionRecord): Promise<void> {
+      await redis.zrem(keys.rejections, JSON.stringify(r));
+    },
     async latest(count: number): Promise<RejectionRecord[]> {
       const members = await redis.zrevrange(keys.rejections, 0, count - 1);
       return members.map((m) => JSON.parse(m) as RejectionRecord);

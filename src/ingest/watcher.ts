@@ -7,7 +7,8 @@
  * With `ingest.poll` set, chokidar polls the folder instead, for folders whose writes raise no
  * kernel event (NFS or SMB shares written from other machines, some container bind mounts).
  * A periodic rescan catches what inotify dropped (it drops events silently on queue overflow) and
- * re-queues claims in .processing whose job was lost (a crash, a Redis restart).
+ * re-queues claims in .processing whose job was lost (a crash, a Redis restart), and rejected drops
+ * whose writer went on writing (late-writes.ts).
  */
 import { lstatSync, watch as fsWatch, type FSWatcher as FsWatcher } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
@@ -16,12 +17,15 @@ import { watch as chokidarWatch, type FSWatcher as ChokidarWatcher } from 'choki
 import type { Logger } from '../log.js';
 import { ensureInbox, isIgnoredName } from './inbox.js';
 import { enqueueDrop, type IngestQueue } from './queue.js';
+import { checkLateWrites, type LateWriteDeps } from './late-writes.js';
 import { recoverClaims } from './recovery.js';
 
 export interface WatcherDeps {
   readonly inboxDir: string;
   readonly queue: IngestQueue;
   readonly settleMs: number;
+  /** Rejected drops' parked claims, watched for late writes on each rescan (late-writes.ts); none without it. */
+  readonly lateWrites?: Pick<LateWriteDeps, 'rejectedDir' | 'watchMs' | 'forgetRejection'>;
   readonly rescanMs: number;
   /** 0: kernel events (fs.watch); otherwise chokidar polls the folder at this period. */
   readonly pollMs?: number;
@@ -135,7 +139,9 @@ export async function startWatcher(deps: WatcherDeps): Promise<InboxWatcher> {
       try {
         if (!poller && !kernel && !closed) watchKernel();
         const queued = await rescanInbox(inbox, minAgeMs, now, queueDrop, folder);
-        const recovered = await recoverClaims({ inboxDir: inbox, queue: deps.queue, log });
+        const recovered =
+          (await recoverClaims({ inboxDir: inbox, queue: deps.queue, log })) +
+          (deps.lateWrites ? await checkLateWrites({ ...deps.lateWrites, inboxDir: inbox, queue: deps.queue, log }) : 0);
         if (queued + recovered > 0) log.debug({ queued, recovered }, 'rescan');
         return { queued, recovered };
       } catch (err) {

@@ -23,6 +23,7 @@ import { createPublisher, type DropResult, type PublisherDeps } from './publish.
 import { startRejectedRetention } from './rejected-purge.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
+import { createSupersededLog } from './superseded-log.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
 
@@ -50,6 +51,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   const { config, log, queue, metrics } = deps;
   await ensureInbox(config.inboxDir);
   const rejections = createRejectionLog(deps.client, deps.keys);
+  const superseded = createSupersededLog(deps.client, deps.keys);
   const schema = loadDocumentSchema();
   const onePass = onePassSupport(schema);
   if (!onePass.ok) {
@@ -66,6 +68,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     catalog: deps.catalog,
     log,
     recordRejection: (r) => rejections.record(r),
+    recordSuperseded: (r) => superseded.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
     ...(config.ingest.carryMaxBytes > 0 && config.ingest.carryBytesPerSecond > 0
       ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }

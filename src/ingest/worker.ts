@@ -62,6 +62,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
         detail: result.detail,
         rejectionId: result.rejectionId,
         generatedAt: result.generatedAt,
+        publishedGeneratedAt: result.publishedGeneratedAt,
         carriedTo: result.carriedTo,
         lagMs: Date.now() - receivedAt,
         timings: { claim: claimMs, ...result.timings },
@@ -74,6 +75,7 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
       outcome: result.outcome,
       filename: result.filename,
       ...(result.reason ? { reason: result.reason, detail: result.detail, rejectionId: result.rejectionId } : {}),
+      ...(result.publishedGeneratedAt ? { generatedAt: result.generatedAt!, publishedGeneratedAt: result.publishedGeneratedAt } : {}),
     };
   };
 

@@ -20,6 +20,8 @@ export interface RedisKeys {
   readonly catalogBytesChannel: string;
   /** Sorted set of recent rejections (score: time), JSON members. */
   readonly rejections: string;
+  /** Sorted set of recent superseded drops (score: time), JSON members. */
+  readonly superseded: string;
   /** Hash: key id → key record (JSON). */
   readonly apiKeys: string;
   /** Hash: sha256 of a key → key id. */
@@ -53,6 +55,7 @@ export function redisKeys(prefix: string): RedisKeys {
     readerStats: (id) => `${prefix}:readers:changes:${id}`,
     catalogBytesChannel: `${prefix}:catalog:bytes`,
     rejections: `${prefix}:rejections`,
+    superseded: `${prefix}:superseded`,
     apiKeys: `${prefix}:apikeys`,
     apiKeyHashes: `${prefix}:apikeys:hashes`,
     apiKeysChannel: `${prefix}:apikeys:changes`,
