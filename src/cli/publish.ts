@@ -17,6 +17,7 @@ import { createRedis } from '../redis/connect.js';
 import { parseDuration } from '../duration.js';
 import type { CliContext } from './context.js';
 import { checkInboxWatched } from './inbox-check.js';
+import { KEY_ENV, publishRemote } from './publish-remote.js';
 
 interface PublishResult {
   file: string;
@@ -31,6 +32,9 @@ interface PublishOptions {
   wait: boolean;
   timeout: string;
   json?: boolean;
+  url?: string;
+  key?: string;
+  dryRun?: boolean;
 }
 
 export function registerPublishCommand(program: Command, ctx: CliContext): void {
@@ -41,9 +45,14 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
     .option('--no-wait', 'queue and return at once, without waiting for the outcomes')
     .option('--timeout <duration>', 'how long to wait for the outcomes', '60s')
     .option('--json', 'machine-readable output')
+    .option('--url <url>', 'publish to a running service over HTTPS (PUT /v1/data/{filename}) instead of through the inbox')
+    .option('--key <key>', `with --url: a publisher key (default: $${KEY_ENV})`)
+    .option('--dry-run', 'with --url: validate only, publish nothing')
     .action(async (files: string[], opts: PublishOptions) => {
       const timeoutMs = parseDuration(opts.timeout);
       if (timeoutMs === undefined) throw new UsageError(`--timeout takes a duration such as 30s, not "${opts.timeout}"`);
+      if (opts.url !== undefined) return publishRemote(ctx, files, { url: opts.url, key: opts.key, dryRun: opts.dryRun, json: opts.json, timeoutMs });
+      if (opts.key !== undefined || opts.dryRun) throw new UsageError('--key and --dry-run go with --url');
       for (const f of files) {
         const st = await stat(f).catch(() => undefined);
         if (!st?.isFile()) throw new UsageError(`not a readable file: ${f}`);

@@ -18,6 +18,7 @@ import type { Logger } from '../log.js';
 import { objectKey, type Store } from '../store/store.js';
 import type { CarryPolicy } from './carry.js';
 import { readClaim, type Claim } from './inbox.js';
+import { decideAgainst } from './decide.js';
 import { createManifestWriter } from './manifest-sync.js';
 import { rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
 
@@ -31,6 +32,8 @@ export interface DropResult {
   readonly rejectionId?: string;
   readonly sha256?: string;
   readonly generatedAt?: string;
+  /** The version published under the filename once settled: this drop's, or the one it is unchanged from or superseded by. */
+  readonly current?: { readonly sha256: string; readonly generatedAt: string };
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
   /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
@@ -117,20 +120,22 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const currentP = deps.catalog.get(feed.filename);
       currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
       let readAt = t0;
+      let received: Buffer = Buffer.alloc(0);
       const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
         readAt = performance.now();
+        received = raw;
         return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() });
       });
       timings.read = Math.round((readAt - t0) * 100) / 100;
-      const sha256 = createHash('sha256').update(doc.bytes).digest('hex');
+      const sha256 = sha256Of(doc.bytes);
+      const sourceSha256 = doc.stamped ? sha256Of(received) : undefined;
       let t = lap('validate', readAt);
 
-      const current = await currentP;
+      let current = await currentP;
       let outcome: CommitOutcome;
       let carriedTo: number | undefined;
-      if (current?.sha256 === sha256) {
-        outcome = 'unchanged';
-      } else if (current && current.generatedAtMs > doc.generatedAtMs) outcome = 'superseded';
+      const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
+      if (early) outcome = early;
       else {
         const entry: CatalogEntry = {
           filename: feed.filename,
@@ -139,6 +144,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           sport: feed.sport,
           object: objectKey(feed.filename, sha256),
           sha256,
+          ...(sourceSha256 !== undefined ? { sourceSha256 } : {}),
           size: doc.bytes.length,
           generatedAt: doc.generatedAt,
           generatedAtMs: doc.generatedAtMs,
@@ -165,6 +171,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         lap('commit', t);
         carriedTo = await carried;
         outcome = result.outcome;
+        current = result.current;
         if (outcome === 'published') {
           if (deps.onPublished) {
             try {
@@ -184,7 +191,15 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         await unlink(claim.path).catch(ignoreMissing);
       }
       timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return { outcome, filename: claim.name, sha256, generatedAt: doc.generatedAt, timings, ...(carriedTo !== undefined ? { carriedTo } : {}) };
+      return {
+        outcome,
+        filename: claim.name,
+        sha256,
+        generatedAt: doc.generatedAt,
+        ...(current ? { current: { sha256: current.sha256, generatedAt: current.generatedAt } } : {}),
+        timings,
+        ...(carriedTo !== undefined ? { carriedTo } : {}),
+      };
     } catch (err) {
       if (!(err instanceof RejectionError)) throw err;
       const record: RejectionRecord = {
@@ -266,6 +281,10 @@ export function createByteBudget(limit: number): { acquire(bytes: number): Promi
       }
     },
   };
+}
+
+function sha256Of(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
 }
 
 function ignoreMissing(err: NodeJS.ErrnoException): void {

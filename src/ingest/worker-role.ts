@@ -22,6 +22,7 @@ import { startInboxRegistration } from './inbox-marker.js';
 import { createPublisher, type DropResult, type PublisherDeps } from './publish.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
+import { sweepStaged } from './staged.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
 
@@ -88,6 +89,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         lockDurationMs: config.ingest.lockDurationMs,
         syncIo,
         publish,
+        store: deps.store,
         log,
         // A newer drop may have landed while this one was processed from an older claim.
         onSettled: async (result, job) => {
@@ -109,7 +111,16 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   });
   // Tell `publish` and `rejected retry` which inbox this worker watches (inbox-marker.ts).
   const registration = await startInboxRegistration({ inboxDir: config.inboxDir, redis: deps.client, keys: deps.keys, log });
+  // Staged uploads no job settles (a reader died between staging and queueing) are removed by age.
+  const sweepEveryMs = Math.max(1000, Math.min(60_000, Math.floor(config.publish.stagedMaxAgeMs / 2)));
+  const sweep = setInterval(() => {
+    sweepStaged({ store: deps.store, queue, maxAgeMs: config.publish.stagedMaxAgeMs, log }).catch((err: unknown) =>
+      log.warn({ err: { message: (err as Error).message } }, 'could not sweep the staged uploads; trying again later'),
+    );
+  }, sweepEveryMs);
+  sweep.unref();
   return async () => {
+    clearInterval(sweep);
     const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
     try {
       if ((await Promise.race([worker.close(), timeout])) === 'timeout') {

@@ -47,6 +47,7 @@ import type { ChangeFeed } from './changes/feed.js';
 import { registerChangeRoutes } from './changes/routes.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
+import { registerPublishRoute, type PublishRouteDeps } from './publish-route.js';
 
 /** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
 export interface ChangeCounters extends StreamCounters {
@@ -101,6 +102,8 @@ export interface ReaderAppDeps {
   readonly feed?: ChangeFeed | undefined;
   /** Counters of the change endpoints (metrics). */
   readonly changeCounters?: ChangeCounters | undefined;
+  /** With it, PUT /v1/data/{filename} publishes (publish-route.ts). */
+  readonly publish?: Pick<PublishRouteDeps, 'port' | 'registry' | 'onOutcome'> | undefined;
 }
 
 export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './edge-limits.js';
@@ -202,6 +205,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     { schema: DATA_ROUTE_SCHEMA },
     viaFastify(v1, (request) => (request.params as { '*': string })['*']),
   );
+  if (deps.publish) await registerPublishRoute(app, { ...deps.publish, v1, rate: deps.rateLimit ?? limits?.check, config });
   if (deps.feed) {
     const hub = createStreamHub({
       feed: deps.feed,
