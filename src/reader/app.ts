@@ -113,6 +113,8 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   // Redaction at this level too, whatever logger was passed in.
   const log = deps.log.child({ component: 'reader' }, { redact: { paths: REDACT_PATHS, censor: '[redacted]' } });
   const edge = { ...EDGE_DEFAULTS, ...deps.edge };
+  // A PUT body may take publish.upload_timeout: the listener's whole-request limit must not cut it first.
+  if (deps.publish) edge.requestTimeoutMs = Math.max(edge.requestTimeoutMs, config.publish.uploadTimeoutMs + 1000);
   const tls = config.http.tls;
   // Shared with the front door, so that both senders name requests and clients alike.
   const nextRequestId = createRequestIds();
