@@ -37,6 +37,7 @@ import {
   frameworkErrorHandler,
   notFoundHandler,
   refuseOtherMethods,
+  refuseOtherMethodsWithPut,
   requireHost,
   sendFlat,
 } from './problem.js';
@@ -194,7 +195,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   });
   // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the
   // not-found handler was): another method on an API path is refused before its body is read.
-  app.addHook('onRequest', refuseOtherMethods);
+  app.addHook('onRequest', deps.publish ? refuseOtherMethodsWithPut : refuseOtherMethods);
 
   app.get(
     FILES_PATH,

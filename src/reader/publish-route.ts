@@ -94,7 +94,7 @@ export function createPublishHandler(deps: PublishRouteDeps) {
       );
     }
     const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > maxBytes) return refuse(tooLarge(maxBytes, 'The body'), who, rated);
+    if (declared !== undefined && Number(declared) > maxBytes) return refuse(tooLarge(maxBytes, 'The body', true), who, rated);
     if (uploads >= config.publish.maxUploads) {
       return refuse(new HttpProblem('unavailable', 'Too many uploads at once on this reader; retry in a moment.', { 'retry-after': '1' }), who, rated);
     }
@@ -105,7 +105,11 @@ export function createPublishHandler(deps: PublishRouteDeps) {
         deps.onOutcome?.('refused');
         return reply;
       }
-      if (body instanceof HttpProblem) return refuse(body, who, rated);
+      if (body instanceof HttpProblem) {
+        // The rest of the body is discarded as it comes; the connection ends a second after the answer.
+        reply.raw.once('finish', () => setTimeout(() => req.destroy(), 1000).unref());
+        return refuse(body, who, rated);
+      }
       const receivedAt = new Date();
       const query = request.query as Record<string, string | undefined>;
       if (query.dry_run === '1' || query.dry_run === 'true') {

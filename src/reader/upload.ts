@@ -2,7 +2,8 @@
  * Receiving the body of a PUT: all of it, within bounds, or a problem. At most `maxBytes` are
  * read from the wire and, for `Content-Encoding: gzip`, at most `maxBytes` come out of the
  * decompression: past either, 413 at once (nothing more is kept; the rest is discarded as it
- * arrives). The whole body must arrive within `timeoutMs` (408). A client that goes away mid-body
+ * arrives, and the caller ends the connection shortly after answering: ending it at once could
+ * reset it before the client reads the answer). The whole body must arrive within `timeoutMs` (408). A client that goes away mid-body
  * settles it as `aborted`: nothing was kept, nothing is answered.
  */
 import type { Readable } from 'node:stream';
@@ -18,8 +19,9 @@ export interface UploadLimits {
 /** The client went away before the whole body arrived. */
 export const ABORTED = Symbol('aborted');
 
-export function tooLarge(maxBytes: number, what = 'The document'): HttpProblem {
-  return new HttpProblem('payload_too_large', `${what} is larger than ${maxBytes} bytes (limits.max_file_bytes).`, { connection: 'close' });
+/** 413. `close`: ask the client to close the connection (refused before any byte of the body was read). */
+export function tooLarge(maxBytes: number, what = 'The document', close = false): HttpProblem {
+  return new HttpProblem('payload_too_large', `${what} is larger than ${maxBytes} bytes (limits.max_file_bytes).`, close ? { connection: 'close' } : {});
 }
 
 export function readUpload(stream: Readable, limits: UploadLimits): Promise<Buffer | HttpProblem | typeof ABORTED> {
