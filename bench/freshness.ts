@@ -11,6 +11,9 @@
  * processedOn), an announcement subscriber of our own and the poller's clock. Then the watcher
  * stage alone, on the same renames: fs.watch as the service uses it, against chokidar with and
  * without awaitWriteFinish.
+ *
+ * With --put: from the start of a PUT /v1/data of the new version (a publisher key) to the first
+ * GET that returns it, on the oddsfiles systems only.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -26,7 +29,7 @@ import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
 import { quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
-import { dropAndPoll, waitDrained, type System } from './lib/rounds.js';
+import { dropAndPoll, putAndPoll, waitDrained, type System } from './lib/rounds.js';
 import { log, onCleanup, runMain } from './lib/run.js';
 import { WATCHERS, watcherStage, type WatcherName } from './lib/watcher-stage.js';
 import { bareStages, breakdown, STAGES, type Sample } from './lib/freshness-stages.js';
@@ -60,8 +63,14 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
   'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
   'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
+  put: {
+    type: 'boolean',
+    description:
+      'measure PUT /v1/data (a publisher key) → first GET serving the new version instead of the rename; oddsfiles systems only (the bare reference takes no PUT), no watcher stage',
+  },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
+const PUT = args.put === true;
 const DROPS = args.drops;
 const BLOCK = args.block;
 const RATE = args.rate;
@@ -122,12 +131,12 @@ async function main(): Promise<void> {
     ...(VARIANT_CONCURRENCY === undefined ? [] : [`concurrency ${VARIANT_CONCURRENCY}`]),
     ...Object.entries(VARIANT_ENV).map(([k, v]) => `${k}=${v}`),
   ].join(', ')})`;
-  const bare = await BareSystem.start('fresh-bare');
+  const bare = PUT ? undefined : await BareSystem.start('fresh-bare');
   for (const [name, sys] of [
     ['oddsfiles (one process)', single],
     ['oddsfiles (process per role)', split],
     ...(variant ? ([[variantName, variant]] as const) : []),
-    ['bare reference', bare],
+    ...(bare ? ([['bare reference', bare]] as const) : []),
   ] as const) {
     targets.push({ name, sys, poller: new Poller(sys.readerUrl!, sys.key), etag: undefined });
   }
@@ -172,7 +181,9 @@ async function main(): Promise<void> {
           const ok = await waitDrained(t.sys, 60_000);
           (backlog[t.name] ??= []).push({ ...r, drainMs: ok ? Date.now() - t1 : Number.POSITIVE_INFINITY });
         }
-        if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, MEASURED.filename, block, announced);
+        if (PUT) {
+          // No stages: they are a drop's (watcher, claim…).
+        } else if (t.sys instanceof OddsfilesSystem) await breakdown(t.sys, MEASURED.filename, block, announced);
         else for (const s of block) s.stages = bareStages(s, announced);
         samples.push(...block);
         await quiesce(allPids());
@@ -192,7 +203,7 @@ async function main(): Promise<void> {
   // several times a second, or a burst, does).
   const watchSpaced = {} as Record<WatcherName, { latency: number[]; missed: number }>;
   const watchQuick = {} as Record<WatcherName, { latency: number[]; missed: number }>;
-  for (const w of WATCHERS) {
+  for (const w of PUT ? [] : WATCHERS) {
     watchSpaced[w] = await watcherStage(w, WATCH_DROPS, template, { claimAfter: [5, 10], nextAfter: [150, 200] });
     watchQuick[w] = await watcherStage(w, 4 * WATCH_DROPS, template, { claimAfter: [2, 10], nextAfter: [0, 60] });
   }
@@ -220,8 +231,8 @@ async function main(): Promise<void> {
         fmtMs(p50),
         fmtMs(quantile(fr, 0.9)),
         fmtMs(p99),
-        isRef ? '1.00×' : fmtX(p50 / median(ref)),
-        isRef ? '1.00×' : fmtX(p99 / quantile(ref, 0.99)),
+        isRef ? '1.00×' : PUT ? '—' : fmtX(p50 / median(ref)),
+        isRef ? '1.00×' : PUT ? '—' : fmtX(p99 / quantile(ref, 0.99)),
         target,
         load,
       ]);
@@ -278,7 +289,7 @@ async function main(): Promise<void> {
   ]);
 
   const ref = (w: typeof watchSpaced) => median(w[WATCHERS[2]].latency);
-  const wRows = WATCHERS.map((name) => {
+  const wRows = (PUT ? [] : WATCHERS).map((name) => {
     const a = watchSpaced[name];
     const b = watchQuick[name];
     const n = b.latency.length + b.missed;
@@ -294,30 +305,41 @@ async function main(): Promise<void> {
   });
   const wTable = table(['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'], wRows);
 
-  const out = [
-    `${machineLine(machine)}`,
-    '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${DROPS} drops per system and condition, blocks of ${BLOCK} interleaved (shuffled order), background ${RATE}/s over the other ${OTHERS.length} feeds (${KB} KB each); ${measuredS} s of measurement. p99 of ${DROPS} samples is the largest but one at most (nearest rank).`,
-    '',
-    freshTable,
-    '',
-    "Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker's `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit); carried: drops whose bytes reached the reader with their announcement (`ingest.carry_max_bytes`; in one process the reader is handed them directly and nothing is carried). For bare: watcher = rename → announcement, reader as above.",
-    '',
-    bdTable,
-    '',
-    "The three slowest drops of each oddsfiles system (what makes its p99), with their stages (— : the worker's log line or the job was not found):",
-    '',
-    slowTable,
-    '',
-    `The watcher stage alone: renames of a ${KB} KB file` +
-      " into a folder watched by one watcher at a time (the service's kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service's rescan finds such a drop within `ingest.rescan`, 5 s).",
-    '',
-    wTable,
-  ].join('\n');
-  await publishReport('freshness', out, WRITE_DOC);
+  const out = PUT
+    ? [
+        `${machineLine(machine)}`,
+        '',
+        `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; PUT /v1/data/${MEASURED.filename} (${template.bytes.length} bytes) → first GET serving the new version, polled from the moment the PUT starts; ${DROPS} PUTs per system and condition, blocks of ${BLOCK} interleaved; background ${RATE}/s drops over the other ${OTHERS.length} feeds; ${measuredS} s of measurement.`,
+        '',
+        freshTable,
+      ].join('\n')
+    : [
+        `${machineLine(machine)}`,
+        '',
+        `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes; ${DROPS} drops per system and condition, blocks of ${BLOCK} interleaved (shuffled order), background ${RATE}/s over the other ${OTHERS.length} feeds (${KB} KB each); ${measuredS} s of measurement. p99 of ${DROPS} samples is the largest but one at most (nearest rank).`,
+        '',
+        freshTable,
+        '',
+        "Breakdown, median ms of each stage (share of the p50). watcher: rename → job queued (`receivedAt`); queue: → job active (`processedOn`); claim: → publish step starts (lstat + rename into .processing); read+validate, store (includes the `catalog.get` before it), commit: the worker's `timings`; reader: our subscriber saw the announcement → the poller got the new version; other: the rest (rounding of ms log times, announcement transit); carried: drops whose bytes reached the reader with their announcement (`ingest.carry_max_bytes`; in one process the reader is handed them directly and nothing is carried). For bare: watcher = rename → announcement, reader as above.",
+        '',
+        bdTable,
+        '',
+        "The three slowest drops of each oddsfiles system (what makes its p99), with their stages (— : the worker's log line or the job was not found):",
+        '',
+        slowTable,
+        '',
+        `The watcher stage alone: renames of a ${KB} KB file` +
+          " into a folder watched by one watcher at a time (the service's kernel fs.watch; chokidar with the options the service once gave it, listening to `add` and `change`), each file moved out 2–10 ms after it was reported, as a claim does. Spaced: the next drop of the filename 150–200 ms after the claim. Quick re-drops: 0–60 ms after the claim (a feed updated several times a second, a burst). Missed: not reported within 300 ms (the service's rescan finds such a drop within `ingest.rescan`, 5 s).",
+        '',
+        wTable,
+      ].join('\n');
+  await publishReport(PUT ? 'freshness-put' : 'freshness', out, WRITE_DOC);
 
   async function measureOne(t: Target, tmpl: DocTemplate, condition: Condition): Promise<Sample> {
-    const r = await dropAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS);
+    const r =
+      PUT && t.sys instanceof OddsfilesSystem
+        ? await putAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS)
+        : await dropAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS);
     t.etag = r.etag;
     await sleep(30 + Math.random() * 50);
     return { system: t.name, condition, fresh: r.fresh, polls: r.polls, t0: r.t0, served: r.served, sha256: r.sha256, generatedAt: r.generatedAt };

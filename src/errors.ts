@@ -122,6 +122,10 @@ export const HTTP_PROBLEMS = {
   request_timeout: { status: 408, title: 'Request timeout' },
   payload_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  // PUT /v1/data/{filename} (publishing over HTTPS): how the document was settled, when not published.
+  superseded: { status: 409, title: 'A newer version is published' },
+  rejected: { status: 422, title: 'Document rejected' },
+  publish_pending: { status: 504, title: 'Publication not settled yet' },
   // The admin endpoints (/metrics, /admin/*: src/ops/admin-guard.ts): no API key is involved there.
   // After the general entries, so that a bare status (a framework error) maps to those.
   admin_unauthorized: { status: 401, title: 'Missing or invalid admin token' },

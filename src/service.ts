@@ -9,6 +9,7 @@ import { buildRegistry } from './feeds/registry.js';
 import type { IngestQueue } from './ingest/queue.js';
 import type { Logger } from './log.js';
 import type { RunningReader } from './reader/index.js';
+import type { PublishPort } from './reader/publish-port.js';
 import { createRedis, redactUrl, whenReady } from './redis/connect.js';
 import { redisKeys } from './redis/keys.js';
 import { createRedisOutageLog } from './redis/outage-log.js';
@@ -97,8 +98,8 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     await whenReady(client);
     const catalog = createCatalog(client, keys, config.changes);
     const registry = buildRegistry(config.bookmakers, config.sports);
-    // BullMQ is loaded where a role needs it (watcher, worker) and, in a reader-only process, on
-    // the first request of the queue dashboard: a reader never needs it otherwise.
+    // BullMQ is loaded where a role needs it (watcher, worker, a reader taking PUTs) and, in a
+    // reader-only process, on the first request of the queue dashboard: a reader never needs it otherwise.
     let opening: Promise<IngestQueue> | undefined;
     const openQueue = (): Promise<IngestQueue> => {
       opening ??= import('./ingest/queue.js').then(({ createIngestQueue }) => {
@@ -133,6 +134,23 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     let readerUrl: string | undefined;
     let offerToReader: RunningReader['offer'] | undefined;
     if (roles.includes('reader')) {
+      // PUT /v1/data goes through the queue like a drop: a reader that takes PUTs loads BullMQ and
+      // the document validator (for dry runs); one with publish.http off never does.
+      let publisher: PublishPort | undefined;
+      if (config.publish.http) {
+        const [{ startHttpPublisher }, publishQueue] = await Promise.all([import('./ingest/http-publish.js'), openQueue()]);
+        const started = await startHttpPublisher({
+          config,
+          queue: publishQueue,
+          eventsConnection: connect('worker', 'publish-events'),
+          store,
+          catalog,
+          registry,
+          log,
+        });
+        publisher = started;
+        closers.push(() => started.close());
+      }
       // Loaded only where the reader runs: watcher and worker processes never load Fastify.
       const { startReader } = await import('./reader/index.js');
       // With the worker in this process the reader is handed what it publishes: nothing to carry.
@@ -149,6 +167,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         queue: queue ?? openQueue,
         enforceLimits: true,
         carried,
+        publisher,
       });
       readerUrl = reader.url;
       offerToReader = reader.offer;

@@ -6,6 +6,8 @@
  *   roles need: BullMQ (about 15 MB of RSS), bull-board, chokidar, cli-progress, the document
  *   validator. Each is loaded by `import()` where a role or a command needs it (service.ts,
  *   ops/dashboard.ts, cli/publish.ts), and this test keeps a new static import from undoing it.
+ *   A reader that takes PUT /v1/data (publish.http, the default) loads them on purpose, through
+ *   service.ts's `import()` of src/ingest/http-publish.ts; one with publish.http off never does.
  * And, over every import (type-only and `import()` included): src/ops and src/ingest never import
  * each other. Both are fed plain data by the code that wires them (service.ts); a type they share
  * belongs to a lower layer (src/feeds, src/catalog, ...).
@@ -69,6 +71,7 @@ const ROLE_MODULES = [
   'src/ingest/watcher.ts',
   'src/ingest/publish.ts',
   'src/ingest/worker-role.ts',
+  'src/ingest/http-publish.ts',
 ];
 
 describe('the static import graph', () => {
@@ -122,6 +125,16 @@ describe('the static import graph', () => {
     expect(offenders).toEqual([]);
   });
 
+  it('takes PUTs through a port: src/reader names src/ingest nowhere, and service.ts loads the ingest side with import() only', () => {
+    const reader = reach([src('src/reader/index.ts')]);
+    expect([...reader.keys()].map(rel)).toContain('src/reader/publish-route.ts');
+    expect([...reader.keys()].map(rel).filter((f) => f.startsWith('src/ingest/'))).toEqual([]);
+    expect(load(src('src/ingest/http-publish.ts')).packages).toContain('bullmq');
+    const service = readFileSync(src('src/service.ts'), 'utf8');
+    expect(service).toMatch(/import\('\.\/ingest\/http-publish\.js'\)/);
+    expect(load(src('src/service.ts')).locals.map(rel)).not.toContain('src/ingest/http-publish.ts');
+  });
+
   it('does load them where the roles run (so the check above is about something)', () => {
     const worker = reach([src('src/ingest/worker-role.ts')]);
     expect([...worker.keys()].map(rel)).toEqual(expect.arrayContaining(['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts']));
@@ -152,6 +165,11 @@ describe('the layers', () => {
     expect(ops).toContainEqual(['src/ops/metrics-server.ts', 'src/ops/metrics.ts']);
     expect(ingest).toContainEqual(['src/ingest/rejection-log.ts', 'src/ingest/rejected.ts']);
     expect(importsUnder('src')).toContainEqual(['src/service.ts', 'src/ingest/worker-role.ts']);
+  });
+
+  it('src/reader never imports src/ingest, not even a type (PUT goes through the port it defines: publish-port.ts)', () => {
+    expect(importsUnder('src/reader').filter(([, target]) => target.startsWith('src/ingest/'))).toEqual([]);
+    expect(importsUnder('src/ingest')).toContainEqual(['src/ingest/http-publish.ts', 'src/reader/publish-port.ts']);
   });
 
   it('src/ops and src/ingest never import each other, not even a type', () => {

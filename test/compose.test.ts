@@ -290,11 +290,17 @@ describe('docs/production.md: the IAM policies cover what the S3 store calls', (
     HeadBucket: 's3:ListBucket',
   };
 
-  it('has a worker (read-write) and a reader (read-only) policy, valid JSON', () => {
+  it('has a worker (read-write) and a reader (read-only but for the staged uploads under incoming/) policy, valid JSON', () => {
     expect(policies).toHaveLength(2);
     const [worker, reader] = policies.map(actionsOf);
     expect([...worker!].sort()).toEqual(['s3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
-    expect([...reader!].sort()).toEqual(['s3:GetObject', 's3:ListBucket']);
+    expect([...reader!].sort()).toEqual(['s3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    // A reader writes nowhere but the staged uploads (src/ingest/staged.ts: STAGED_PREFIX).
+    for (const st of policies[1]!.Statement) {
+      const actions = [st.Action].flat();
+      if (actions.some((a) => a === 's3:PutObject' || a === 's3:DeleteObject')) expect(st.Resource).toMatch(/\/incoming\/\*$/);
+    }
+    expect(readFileSync(join(ROOT, 'src/ingest/staged.ts'), 'utf8')).toContain("STAGED_PREFIX = 'incoming/'");
   });
 
   it('grants the worker every call src/store/s3-store.ts makes', () => {

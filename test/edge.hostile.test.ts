@@ -111,10 +111,16 @@ describe('hostile requests against a running reader', () => {
     ['OPTIONS *', `OPTIONS * HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [404, 405]],
     ['DELETE', `DELETE /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\n${withKey()}Connection: close\r\n\r\n`, [405]],
     [
-      'PUT with a body',
+      'PUT with a body, without a key (PUT /v1/data publishes, for publisher keys only)',
       `PUT /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
-      [405],
+      [401],
     ],
+    [
+      'PUT with a body, a reading key',
+      `PUT /v1/data/${LIVE} HTTP/1.1\r\nHost: localhost\r\n${withKey()}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      [403],
+    ],
+    ['PUT elsewhere', `PUT /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`, [405]],
     [
       'POST, body too large',
       `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n${'a'.repeat(1000)}`,

@@ -122,7 +122,7 @@ describe('key store', () => {
     const list = await store.list();
     expect(list.map((r) => r.name)).toContain('grace');
     expect(JSON.stringify(list)).not.toContain(key);
-    for (const r of list) expect(Object.keys(r).sort()).toEqual(['allow', 'created_at', 'id', 'name', 'plan', 'revoked_at']);
+    for (const r of list) expect(Object.keys(r).sort()).toEqual(['allow', 'created_at', 'id', 'name', 'plan', 'publish', 'revoked_at']);
     const sorted = [...list].sort((x, y) => x.created_at.localeCompare(y.created_at) || x.id.localeCompare(y.id));
     expect(list).toEqual(sorted);
   });
@@ -174,6 +174,46 @@ describe('key ring (the reader’s copy)', () => {
   });
 });
 
+describe('publisher keys', () => {
+  it('a key publishes the names its --publish patterns match and nothing else, at its plan’s publish_rate or publish.rate', async () => {
+    const plans = { ...config.plans, feed: { name: 'feed', allow: [], rate: undefined, publishRate: { max: 5, perMs: 1000 }, streams: undefined } };
+    const pstore = createKeyStore({ redis, keys, plans });
+    const ring = createKeyRing({ source: pstore, plans, log: silent, publishRate: { max: 7, perMs: 60_000 } });
+    const only = await pstore.create({ name: 'pub-only', publish: ['site_*_northwind*', 'site_livepre_oddsport.json'] });
+    const both = await pstore.create({ name: 'pub-both', plan: 'feed', allow: ['site_live_*'], publish: ['site_live_bluewater_*'] });
+    const reader = await pstore.create({ name: 'pub-none', plan: 'pro' });
+    expect(only.record.publish).toEqual(['site_*_northwind*', 'site_livepre_oddsport.json']);
+    await ring.reload();
+    const p = ring.authenticate(only.key)!;
+    expect(p.allows('site_live_northwind_soccer.json')).toBe(false); // reads nothing
+    expect(p.publisher!.allows('site_live_northwind_soccer.json')).toBe(true);
+    expect(p.publisher!.allows('site_pregame_northwind_tennis.json')).toBe(true);
+    expect(p.publisher!.allows('site_livepre_oddsport.json')).toBe(true);
+    expect(p.publisher!.allows('site_live_bluewater_soccer.json')).toBe(false);
+    expect(p.publisher!.rate).toEqual({ max: 7, perMs: 60_000 });
+    expect(p.publisher!.rateKey).not.toBe(p.rateKey);
+    const b = ring.authenticate(both.key)!;
+    expect(b.allows('site_live_redstone_soccer.json')).toBe(true);
+    expect(b.publisher!.allows('site_live_redstone_soccer.json')).toBe(false);
+    expect(b.publisher!.allows('site_live_bluewater_tennis.json')).toBe(true);
+    expect(b.publisher!.rate).toEqual({ max: 5, perMs: 1000 });
+    expect(ring.authenticate(reader.key)!.publisher).toBeUndefined();
+    await expect(pstore.create({ name: 'pub-bad', publish: ['../x'] })).rejects.toThrow(UsageError);
+    // Revoked the same way: the publisher side goes with the key.
+    await pstore.revoke('pub-only');
+    await ring.reload();
+    expect(ring.authenticate(only.key)).toBeUndefined();
+    await pstore.revoke('pub-both');
+  });
+
+  it('a record stored before publisher keys existed reads as publishing nothing', async () => {
+    const id = 'key_0123456789ab';
+    await redis.hset(keys.apiKeys, id, JSON.stringify({ id, name: 'old', plan: 'pro', allow: [], created_at: new Date().toISOString(), revoked_at: null }));
+    expect((await store.list()).find((r) => r.id === id)?.publish).toEqual([]);
+    await redis.hdel(keys.apiKeys, id);
+  });
+});
+
 describe('oddsfiles keys (CLI)', () => {
   const run = async (argv: string[], extraEnv: Record<string, string> = {}) => {
     let out = '';
@@ -220,8 +260,8 @@ describe('oddsfiles keys (CLI)', () => {
     const created = await run(['keys', 'create', '--name', 'leo', '--plan', 'pro']);
     const key = created.out.trim();
     const table = await run(['keys', 'list']);
-    expect(table.out.split('\n')[0]).toMatch(/^ID\s+NAME\s+PLAN\s+ALLOW\s+CREATED\s+REVOKED$/);
-    expect(table.out).toMatch(/key_[0-9a-f]{12}\s+leo\s+pro\s+\*\s+\S+\s+-/);
+    expect(table.out.split('\n')[0]).toMatch(/^ID\s+NAME\s+PLAN\s+ALLOW\s+PUBLISH\s+CREATED\s+REVOKED$/);
+    expect(table.out).toMatch(/key_[0-9a-f]{12}\s+leo\s+pro\s+\*\s+-\s+\S+\s+-/);
     expect(table.out).not.toContain(key);
     const json = await run(['keys', 'list', '--json']);
     const list = JSON.parse(json.out) as { name: string; effective_allow: string[] }[];

@@ -49,12 +49,12 @@ export interface OddsfilesOptions {
 }
 
 /**
- * A config file for a bench: the `pro` plan without a practical rate limit (a tight poll loop or a
- * load generator would get 429s), plus `extra`. JSON is YAML.
+ * A config file for a bench: the `pro` plan and the publish rate without a practical limit (a tight
+ * poll loop or a load generator would get 429s), plus `extra`. JSON is YAML.
  */
 export async function writeConfig(dir: string, extra: Record<string, unknown> = {}): Promise<string> {
   const path = join(dir, `oddsfiles-${randomBytes(3).toString('hex')}.yaml`);
-  const config = { plans: { pro: { allow: ['*'], rate: { max: 1_000_000_000, per: '1m' } } }, ...extra };
+  const config = { plans: { pro: { allow: ['*'], rate: { max: 1_000_000_000, per: '1m' } } }, publish: { rate: { max: 1_000_000_000, per: '1m' } }, ...extra };
   await writeFile(path, JSON.stringify(config, null, 1));
   return path;
 }
@@ -64,6 +64,8 @@ export class OddsfilesSystem {
   readonly procs: OddsfilesProcess[] = [];
   readerUrl: string | undefined;
   key = '';
+  /** A publisher key for every filename (PUT /v1/data), when the system has a reader. */
+  publisherKey = '';
   private queue: Queue | undefined;
   private queueRedis: Redis | undefined;
 
@@ -119,6 +121,9 @@ export class OddsfilesSystem {
       const created = await runCli(env, ['keys', 'create', '--name', 'bench', '--plan', 'pro']);
       if (created.code !== 0) throw new Error(`keys create failed: ${created.stderr}`);
       sys.key = created.stdout.trim();
+      const publisher = await runCli(env, ['keys', 'create', '--name', 'bench-publisher', '--publish', '*']);
+      if (publisher.code !== 0) throw new Error(`keys create --publish failed: ${publisher.stderr}`);
+      sys.publisherKey = publisher.stdout.trim();
     }
     return sys;
   }

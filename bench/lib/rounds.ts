@@ -93,6 +93,40 @@ export async function dropAndPoll(
   };
 }
 
+/**
+ * PUT a new version of `tmpl` to the system's reader and poll (on the poller's own socket, from
+ * the moment the PUT starts) until a GET serves it: PUT → first GET serving the new version.
+ */
+export async function putAndPoll(
+  sys: OddsfilesSystem,
+  poller: Poller,
+  tmpl: DocTemplate,
+  previous: string | undefined,
+  timeoutMs = 10_000,
+  gapMs = 0,
+): Promise<DropResult> {
+  const v = version(tmpl);
+  const path = `/v1/data/${tmpl.feed.filename}`;
+  const t0 = nowMs();
+  const put = fetch(`${sys.readerUrl}${path}`, {
+    method: 'PUT',
+    headers: { 'x-api-key': sys.publisherKey, 'content-type': 'application/json' },
+    body: v.bytes,
+  });
+  const [r, res] = await Promise.all([poller.until(path, v.etag, previous, timeoutMs, gapMs), put]);
+  if (res.status !== 201) throw new Error(`PUT ${path}: ${res.status} ${await res.text()}`);
+  await res.arrayBuffer();
+  return {
+    fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
+    t0,
+    served: r?.at ?? Number.NaN,
+    polls: r?.polls ?? 0,
+    etag: v.etag,
+    sha256: v.sha256,
+    generatedAt: v.generatedAt,
+  };
+}
+
 export interface Round {
   readonly seconds: number;
   /** CPU of the system's processes for the round, until they are idle again. */

@@ -10,7 +10,9 @@ import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, Commi
 
 // KEYS: catalog hash, seq counter, versions list, change log (stream). ARGV: filename, entry JSON,
 // generatedAtMs, sha256, keepVersions, channel, publishedAtMs, log max entries (0: untrimmed), log
-// cutoff ms (0: none), the change's JSON for the log (the entry's fields a consumer sees). Equal generated_at with new bytes publishes (a correction). Every published
+// cutoff ms (0: none), the change's JSON for the log (the entry's fields a consumer sees), the
+// SHA-256 of the bytes as received when generated_at was stamped ('' otherwise: see
+// src/ingest/decide.ts, the same rule). Equal generated_at with new bytes publishes (a correction). Every published
 // change is appended to the log under the id <seq>-0, with the sha256 it replaced; the log is
 // trimmed by length, and by age a bounded number of entries per commit.
 const COMMIT_LUA = `
@@ -18,7 +20,7 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local prev = ''
 if cur then
   local c = cjson.decode(cur)
-  if c.sha256 == ARGV[4] then
+  if c.sha256 == ARGV[4] or (ARGV[11] ~= '' and c.sourceSha256 == ARGV[11]) then
     return {'unchanged', cur, redis.call('GET', KEYS[2]) or '0'}
   end
   if tonumber(c.generatedAtMs) > tonumber(ARGV[3]) then
@@ -116,6 +118,7 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         String(changeLog?.maxEntries ?? 0),
         String(changeLog ? Date.now() - changeLog.retentionMs : 0),
         JSON.stringify(changeEntryOf(entry)),
+        entry.sourceSha256 ?? '',
       )) as string[];
       const [outcome, current, seq, ...evicted] = reply;
       return {

@@ -9,6 +9,11 @@ export interface CatalogEntry {
   /** Store key of the version object. */
   readonly object: string;
   readonly sha256: string;
+  /**
+   * SHA-256 of the document as it was received, when `generated_at` was stamped into it (the
+   * published bytes then differ): the same document sent again is this version (unchanged).
+   */
+  readonly sourceSha256?: string;
   readonly size: number;
   /** The document's `generated_at` as published (stamped when the drop had none). */
   readonly generatedAt: string;

@@ -1,11 +1,13 @@
 /**
- * `oddsfiles keys create|list|revoke`. `create` prints the new key alone on stdout
+ * `oddsfiles keys create|list|revoke`. A key reads (its plan and --allow), publishes (--publish
+ * patterns), or both. `create` prints the new key alone on stdout
  * (it is shown once, only its hash is stored); notes go to stderr. `list` never shows keys.
  */
 import type { Command } from 'commander';
 import { effectiveAllow } from '../keys/patterns.js';
 import { createKeyStore, type KeyStore } from '../keys/store.js';
 import type { KeyRecord } from '../keys/types.js';
+import type { Config } from '../config.js';
 import { UsageError } from '../errors.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
@@ -24,18 +26,21 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
     .requiredOption('--name <name>', 'who the key is for (unique among keys not revoked)')
     .option('--plan <plan>', 'a plan from the configuration (its allow-list and rate apply)')
     .option('--allow <pattern>', 'a filename pattern the key may read, * matching any run of characters (repeatable)', collect, [])
-    .action(async (opts: { name: string; plan?: string; allow: string[] }) => {
+    .option('--publish <patterns...>', 'filename patterns the key may publish with PUT /v1/data/{filename} (same syntax as --allow)')
+    .action(async (opts: { name: string; plan?: string; allow: string[]; publish?: string[] }) => {
       const plans = ctx.config().plans;
       if (opts.plan !== undefined && !plans[opts.plan]) {
         throw new UsageError(`unknown plan "${opts.plan}"; plans: ${Object.keys(plans).sort().join(', ') || '(none)'}`);
       }
-      const { key, record } = await (await keyStore()).create({ name: opts.name, plan: opts.plan, allow: opts.allow });
+      const { key, record } = await (await keyStore()).create({ name: opts.name, plan: opts.plan, allow: opts.allow, publish: opts.publish });
       ctx.io.stdout.write(`${key}\n`);
       const allow = effectiveAllow(record, plans);
+      const publish = record.publish.length > 0 ? `; publish: ${record.publish.join(', ')} (${describePublishRate(record, ctx.config())})` : '';
       ctx.io.stderr.write(
-        `created ${record.id} (${record.name}); allow: ${allow.join(', ') || '(nothing)'}; rate: ${describeRate(record, plans)}. Store the key now: it is not shown again.\n`,
+        `created ${record.id} (${record.name}); allow: ${allow.join(', ') || '(nothing)'}; rate: ${describeRate(record, plans)}${publish}. Store the key now: it is not shown again.\n`,
       );
-      if (allow.length === 0) ctx.io.stderr.write('warning: this key may read no file; give --plan or --allow\n');
+      if (allow.length === 0 && record.publish.length === 0)
+        ctx.io.stderr.write('warning: this key may read no file; give --plan or --allow (or --publish for a publisher key)\n');
     });
 
   keys
@@ -51,6 +56,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
           plan_configured: r.plan === null || plans[r.plan] !== undefined,
           effective_allow: effectiveAllow(r, plans),
           rate: rateOf(r, plans),
+          publish_rate: r.publish.length > 0 ? publishRateOf(r, ctx.config()) : null,
         }));
         ctx.io.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
         return;
@@ -61,7 +67,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       }
       ctx.io.stdout.write(
         formatTable(
-          ['ID', 'NAME', 'PLAN', 'ALLOW', 'CREATED', 'REVOKED'],
+          ['ID', 'NAME', 'PLAN', 'ALLOW', 'PUBLISH', 'CREATED', 'REVOKED'],
           records.map((r) => row(r, plans)),
         ),
       );
@@ -96,6 +102,17 @@ function rateOf(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): { ma
   return rate ? { max: rate.max, per_seconds: rate.perMs / 1000 } : null;
 }
 
+/** A publisher key's PUT rate: its plan's publish_rate, else publish.rate of the config. */
+function publishRateOf(r: KeyRecord, config: Pick<Config, 'plans' | 'publish'>): { max: number; per_seconds: number } {
+  const rate = (r.plan === null ? undefined : config.plans[r.plan]?.publishRate) ?? config.publish.rate;
+  return { max: rate.max, per_seconds: rate.perMs / 1000 };
+}
+
+function describePublishRate(r: KeyRecord, config: Pick<Config, 'plans' | 'publish'>): string {
+  const rate = publishRateOf(r, config);
+  return `${rate.max} PUTs per ${rate.per_seconds} s`;
+}
+
 function describeRate(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string {
   const rate = rateOf(r, plans);
   return rate ? `${rate.max} requests per ${rate.per_seconds} s` : 'not limited (no plan rate)';
@@ -103,5 +120,5 @@ function describeRate(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1])
 
 function row(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string[] {
   const plan = r.plan === null ? '-' : plans[r.plan] ? r.plan : `${r.plan} (not configured)`;
-  return [r.id, r.name, plan, effectiveAllow(r, plans).join(',') || '-', r.created_at, r.revoked_at ?? '-'];
+  return [r.id, r.name, plan, effectiveAllow(r, plans).join(',') || '-', r.publish.join(',') || '-', r.created_at, r.revoked_at ?? '-'];
 }

@@ -38,7 +38,13 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
 
   const plans: Record<string, Plan> = {};
   for (const [name, p] of Object.entries(f.plans)) {
-    plans[name] = { name, allow: [...p.allow], rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined, streams: p.streams };
+    plans[name] = {
+      name,
+      allow: [...p.allow],
+      rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined,
+      publishRate: p.publish_rate ? { max: p.publish_rate.max, perMs: dur(p.publish_rate.per) } : undefined,
+      streams: p.streams,
+    };
   }
 
   const marketplaces = f.marketplaces.map((m, i): Marketplace => {
@@ -125,6 +131,14 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       authFailures: { max: f.reader.auth_failures.max, perMs: dur(f.reader.auth_failures.per) },
       requestLog: f.reader.request_log,
       hotPath: f.reader.hot_path,
+    },
+    publish: {
+      http: f.publish.http,
+      rate: { max: f.publish.rate.max, perMs: dur(f.publish.rate.per) },
+      uploadTimeoutMs: dur(f.publish.upload_timeout),
+      settleTimeoutMs: dur(f.publish.settle_timeout),
+      maxUploads: f.publish.max_uploads,
+      stagedMaxAgeMs: dur(f.publish.staged_max_age),
     },
     changes: {
       retentionMs: dur(f.changes.retention),

@@ -5,7 +5,7 @@
  * (`npm run schema:config`; a test fails when the committed copy is stale).
  *
  * Every part is optional. Lists and maps at the top level replace the default whole; the sections
- * (limits, stale_after, ingest, reader) have a default of `{}` and defaults per field, so a file
+ * (limits, stale_after, ingest, reader, publish, changes) have a default of `{}` and defaults per field, so a file
  * that names one field of a section keeps the others.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -45,6 +45,7 @@ const Plan = Type.Object(
   {
     allow: Type.Array(Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.*-]+$' })),
     rate: Type.Optional(Rate),
+    publish_rate: Type.Optional(Rate),
     streams: Type.Optional(
       Type.Integer({
         minimum: 0,
@@ -173,6 +174,29 @@ export const FileSchema = Type.Object(
       },
       section,
     ),
+    publish: Type.Object(
+      {
+        http: Type.Boolean({ default: true, description: 'readers take PUT /v1/data/{filename} from publisher keys; false: reads only' }),
+        rate: Type.Object(Rate.properties, {
+          ...closed,
+          default: { max: 1200, per: '1m' },
+          description: 'PUTs allowed per publisher key, unless its plan says `publish_rate`',
+        }),
+        upload_timeout: duration({ default: '20s', description: 'a PUT whose body has not fully arrived by then is refused (408) and leaves nothing behind' }),
+        settle_timeout: duration({
+          default: '30s',
+          description: 'a PUT whose job no worker has settled by then gets 504 (it stays queued and is settled later)',
+        }),
+        max_uploads: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 16,
+          description: 'PUT bodies received at once per reader process (each held in memory up to limits.max_file_bytes); more: 503',
+        }),
+        staged_max_age: duration({ default: '10m', description: 'staged uploads with no job after this long are removed by the workers' }),
+      },
+      section,
+    ),
     changes: Type.Object(
       {
         retention: duration({ default: '24h', description: 'the change log keeps entries at least this long (and at most max_entries)' }),
@@ -208,7 +232,7 @@ export const FileSchema = Type.Object(
     ...closed,
     title: 'oddsfiles configuration file (ODDSFILES_CONFIG)',
     description:
-      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader and changes are merged field by field.',
+      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish and changes are merged field by field.',
   },
 );
 

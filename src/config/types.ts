@@ -26,6 +26,8 @@ export interface Plan {
   readonly name: string;
   readonly allow: readonly string[];
   readonly rate: Rate | undefined;
+  /** PUTs per window of its publisher keys; undefined: publish.rate. */
+  readonly publishRate?: Rate | undefined;
   /** Open /v1/stream connections per key, on all readers together; undefined: changes.streamsPerKey. */
   readonly streams: number | undefined;
 }
@@ -128,6 +130,20 @@ export interface Config {
      * Fastify (src/reader/front-door.ts); off: every request goes through Fastify's routes.
      */
     readonly hotPath: boolean;
+  };
+  /** Publishing over HTTPS: PUT /v1/data/{filename} on the readers (src/reader/publish-route.ts). */
+  readonly publish: {
+    readonly http: boolean;
+    /** PUTs per window of a publisher key whose plan has no publish_rate. */
+    readonly rate: Rate;
+    /** Longest time a PUT's body may take to arrive. */
+    readonly uploadTimeoutMs: number;
+    /** Longest wait for a worker to settle a PUT's job; then 504 (the job stays queued). */
+    readonly settleTimeoutMs: number;
+    /** PUT bodies received at once per reader process. */
+    readonly maxUploads: number;
+    /** Staged uploads older than this with no job are removed (src/ingest/staged.ts). */
+    readonly stagedMaxAgeMs: number;
   };
   /** The change log (a Redis stream written with every published change) and its consumers. */
   readonly changes: {

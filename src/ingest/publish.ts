@@ -18,6 +18,7 @@ import type { Logger } from '../log.js';
 import { objectKey, type Store } from '../store/store.js';
 import type { CarryPolicy } from './carry.js';
 import type { Claim } from './inbox.js';
+import { decideAgainst } from './decide.js';
 import { createManifestWriter } from './manifest-sync.js';
 import { parkRejectedClaim, rejectionId, writeRejection, type RejectionRecord } from './rejected.js';
 import { readSettled, SettledRejection } from './settle.js';
@@ -35,6 +36,8 @@ export interface DropResult {
   readonly generatedAt?: string;
   /** Superseded: the generated_at of the published version that won over this drop. */
   readonly publishedGeneratedAt?: string;
+  /** The version published under the filename once settled: this drop's, or the one it is unchanged from or superseded by. */
+  readonly current?: { readonly sha256: string; readonly generatedAt: string };
   /** Milliseconds spent reading, validating, writing the store and committing. */
   readonly timings: Readonly<Record<string, number>>;
   /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
@@ -123,24 +126,26 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const currentP = deps.catalog.get(feed.filename);
       currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
       let readAt = t0;
+      let received: Buffer = Buffer.alloc(0);
       const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
         readAt = performance.now();
+        received = raw;
         return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() });
       });
       timings.read = Math.round((readAt - t0) * 100) / 100;
-      const sha256 = createHash('sha256').update(doc.bytes).digest('hex');
+      const sha256 = sha256Of(doc.bytes);
+      const sourceSha256 = doc.stamped ? sha256Of(received) : undefined;
       let t = lap('validate', readAt);
 
-      const current = await currentP;
+      let current = await currentP;
       let outcome: CommitOutcome;
       let carriedTo: number | undefined;
       // Superseded: the generated_at that won (the published entry's).
       let winner: string | undefined;
-      if (current?.sha256 === sha256) {
-        outcome = 'unchanged';
-      } else if (current && current.generatedAtMs > doc.generatedAtMs) {
-        outcome = 'superseded';
-        winner = current.generatedAt;
+      const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
+      if (early) {
+        outcome = early;
+        if (early === 'superseded') winner = current!.generatedAt;
       } else {
         const entry: CatalogEntry = {
           filename: feed.filename,
@@ -149,6 +154,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           sport: feed.sport,
           object: objectKey(feed.filename, sha256),
           sha256,
+          ...(sourceSha256 !== undefined ? { sourceSha256 } : {}),
           size: doc.bytes.length,
           generatedAt: doc.generatedAt,
           generatedAtMs: doc.generatedAtMs,
@@ -176,6 +182,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         carriedTo = await carried;
         outcome = result.outcome;
         if (outcome === 'superseded') winner = result.current.generatedAt;
+        current = result.current;
         if (outcome === 'published') {
           if (deps.onPublished) {
             try {
@@ -203,6 +210,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         sha256,
         generatedAt: doc.generatedAt,
         ...(winner !== undefined ? { publishedGeneratedAt: winner } : {}),
+        ...(current ? { current: { sha256: current.sha256, generatedAt: current.generatedAt } } : {}),
         timings,
         ...(carriedTo !== undefined ? { carriedTo } : {}),
       };
@@ -255,6 +263,10 @@ export function createByteBudget(limit: number): { acquire(bytes: number): Promi
       }
     },
   };
+}
+
+function sha256Of(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
 }
 
 function ignoreMissing(err: NodeJS.ErrnoException): void {

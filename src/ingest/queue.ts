@@ -4,6 +4,8 @@
  *   burst of rewrites of one filename never piles up jobs nor runs two versions at once.
  * - claim {name, claimId}: "process the already-claimed file .processing/<claimId>--<name>"
  *   (publish, rejected retry, recovery of claims whose job was lost). Job id `claim-<claimId>`.
+ *   With `staged` the bytes are in the store instead, at incoming/<claimId>--<name> (a PUT of
+ *   /v1/data: staged.ts); the worker brings them into its inbox as that claim first.
  */
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { INGEST_QUEUE } from '../redis/keys.js';
@@ -14,6 +16,8 @@ export interface IngestJobData {
   readonly receivedAt: number;
   /** Set on claim jobs. */
   readonly claimId?: string;
+  /** The claim's bytes are staged in the store (staged.ts), not in an inbox. */
+  readonly staged?: boolean;
 }
 
 /** A completed job's return value: how its drop was settled (`gone`: there was nothing to settle). */
@@ -25,9 +29,13 @@ export interface IngestResult {
   readonly reason?: string;
   readonly detail?: string;
   readonly rejectionId?: string;
-  /** Superseded: the drop's generated_at, and the published one's that won over it. */
+  /** The drop's SHA-256 and generated_at as published (set when it validated). */
+  readonly sha256?: string;
   readonly generatedAt?: string;
+  /** Superseded: the published generated_at that won over the drop. */
   readonly publishedGeneratedAt?: string;
+  /** The version published under the filename once settled (the drop's, or the one that won). */
+  readonly current?: { readonly sha256: string; readonly generatedAt: string };
 }
 
 export type IngestQueue = Queue<IngestJobData, IngestResult>;
@@ -59,6 +67,7 @@ export async function enqueueDrop(queue: IngestQueue, name: string, receivedAt: 
   await queue.add('drop', { name, receivedAt }, { ...BASE_JOB_OPTIONS, deduplication: { id: `drop-${name}`, keepLastIfActive: true } });
 }
 
-export async function enqueueClaim(queue: IngestQueue, claimId: string, name: string, receivedAt: number) {
-  return queue.add('claim', { name, receivedAt, claimId }, { ...BASE_JOB_OPTIONS, jobId: claimJobId(claimId) });
+export async function enqueueClaim(queue: IngestQueue, claimId: string, name: string, receivedAt: number, staged = false) {
+  const data: IngestJobData = staged ? { name, receivedAt, claimId, staged } : { name, receivedAt, claimId };
+  return queue.add('claim', data, { ...BASE_JOB_OPTIONS, jobId: claimJobId(claimId) });
 }

@@ -24,6 +24,7 @@ import { startRejectedRetention } from './rejected-purge.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejection-log.js';
 import { createSupersededLog } from './superseded-log.js';
+import { sweepStaged } from './staged.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
 
@@ -92,6 +93,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         lockDurationMs: config.ingest.lockDurationMs,
         syncIo,
         publish,
+        store: deps.store,
         log,
         // A newer drop may have landed while this one was processed from an older claim.
         onSettled: async (result, job) => {
@@ -120,7 +122,16 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     forget: (ids) => rejections.forget(ids),
     log,
   });
+  // Staged uploads no job settles (a reader died between staging and queueing) are removed by age.
+  const sweepEveryMs = Math.max(1000, Math.min(60_000, Math.floor(config.publish.stagedMaxAgeMs / 2)));
+  const sweep = setInterval(() => {
+    sweepStaged({ store: deps.store, queue, maxAgeMs: config.publish.stagedMaxAgeMs, log }).catch((err: unknown) =>
+      log.warn({ err: { message: (err as Error).message } }, 'could not sweep the staged uploads; trying again later'),
+    );
+  }, sweepEveryMs);
+  sweep.unref();
   return async () => {
+    clearInterval(sweep);
     const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.ingest.shutdownTimeoutMs).unref());
     try {
       if ((await Promise.race([worker.close(), timeout])) === 'timeout') {

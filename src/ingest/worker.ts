@@ -11,11 +11,13 @@ import { lstat } from 'node:fs/promises';
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import type { Store } from '../store/store.js';
 import { createRedisOutageLog } from '../redis/outage-log.js';
 import { INGEST_QUEUE } from '../redis/keys.js';
 import { claimDrop, claimPath, dropClaimId, type Claim } from './inbox.js';
 import type { DropResult, Publisher } from './publish.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
+import { removeStaged, takeStagedClaim } from './staged.js';
 
 export interface WorkerDeps {
   /** The worker's ioredis connection: its status and 'ready' also tell when a Redis outage ends. */
@@ -25,6 +27,8 @@ export interface WorkerDeps {
   readonly concurrency: number;
   readonly lockDurationMs: number;
   readonly publish: Publisher;
+  /** Where staged uploads are (claim jobs marked `staged`: staged.ts); required to settle those. */
+  readonly store?: Store;
   readonly log: Logger;
   /** Claim with a synchronous rename (default; false for an inbox on a network filesystem: `ingest.sync_io_max_bytes: 0`). */
   readonly syncIo?: boolean;
@@ -35,12 +39,12 @@ export interface WorkerDeps {
 export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, IngestResult> {
   const processor = async (job: Job<IngestJobData, IngestResult>): Promise<IngestResult> => {
     const t0 = performance.now();
-    const { name, receivedAt, claimId: given } = job.data;
-    const claim = await takeClaim(deps.inboxDir, job, name, given, deps.syncIo ?? true);
+    const { name, receivedAt, claimId: given, staged } = job.data;
+    const claim = staged && given ? await takeStaged(deps, given, name, receivedAt) : await takeClaim(deps.inboxDir, job, name, given, deps.syncIo ?? true);
     if (!claim) {
       const fields = { filename: name, jobId: job.id, outcome: 'gone', attempt: job.attemptsMade + 1 };
       // A drop job finding nothing is normal: the drop was already processed (a rescan, a re-drop).
-      if (!given) deps.log.info(fields, 'drop gone');
+      if (!given || staged) deps.log.info(fields, 'drop gone');
       // A claim job's file is claimed before the job is queued: settled by an earlier attempt, or
       // claimed by a command (publish, rejected retry) that ran with another INBOX_DIR.
       else
@@ -53,6 +57,8 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     const claimMs = Math.round((performance.now() - t0) * 100) / 100;
 
     const result = await deps.publish(claim, new Date(receivedAt));
+    // Settled (a rejection too: it is in REJECTED_DIR): the staged bytes are no longer needed.
+    if (staged && given && deps.store) await removeStaged(deps.store, given, name, deps.log);
     deps.log.info(
       {
         filename: name,
@@ -75,7 +81,9 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
       outcome: result.outcome,
       filename: result.filename,
       ...(result.reason ? { reason: result.reason, detail: result.detail, rejectionId: result.rejectionId } : {}),
-      ...(result.publishedGeneratedAt ? { generatedAt: result.generatedAt!, publishedGeneratedAt: result.publishedGeneratedAt } : {}),
+      ...(result.sha256 ? { sha256: result.sha256, generatedAt: result.generatedAt } : {}),
+      ...(result.current ? { current: result.current } : {}),
+      ...(result.publishedGeneratedAt ? { publishedGeneratedAt: result.publishedGeneratedAt } : {}),
     };
   };
 
@@ -149,6 +157,14 @@ async function takeClaim(
     return (await claimDrop(inboxDir, name, claimId, syncIo)) ?? ((await exists(existing.path)) ? existing : undefined);
   }
   return (await exists(existing.path)) ? existing : claimDrop(inboxDir, name, claimId, syncIo);
+}
+
+/** A staged claim job's claim: in the inbox already (an earlier attempt), else taken from the store. */
+async function takeStaged(deps: Pick<WorkerDeps, 'inboxDir' | 'store'>, claimId: string, name: string, receivedAt: number): Promise<Claim | undefined> {
+  const existing: Claim = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
+  if (await exists(existing.path)) return existing;
+  if (!deps.store) throw new Error('a staged claim job reached a worker without the store');
+  return takeStagedClaim(deps.store, deps.inboxDir, claimId, name, receivedAt);
 }
 
 /** Unknown (no attemptsStarted) counts as a restart: the careful path. */

@@ -11,7 +11,7 @@ const PATTERN_RE = /^[A-Za-z0-9._*-]{1,128}$/;
 /** Why a pattern is unusable, or undefined when it is fine. */
 export function patternProblem(pattern: string): string | undefined {
   if (PATTERN_RE.test(pattern)) return undefined;
-  return `invalid allow pattern ${JSON.stringify(pattern)}: use letters, digits, . _ - and * (any run of characters)`;
+  return `invalid pattern ${JSON.stringify(pattern)}: use letters, digits, . _ - and * (any run of characters)`;
 }
 
 /** A predicate over filenames matching any of the patterns. */

@@ -28,6 +28,12 @@ export interface Principal {
   readonly streams: number | undefined;
   /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
   readonly rateKey: string;
+  /**
+   * What the key may publish, as a principal of its own: `patterns`/`allows` are its publish
+   * patterns, `rate` its publish rate, `rateKey` a counter apart from its reads. Undefined: the
+   * key may publish nothing (and marketplace subscribers never publish).
+   */
+  readonly publisher?: Principal | undefined;
 }
 
 export interface KeyRing {
@@ -48,6 +54,8 @@ export interface KeyRingDeps {
   readonly source: { loadAll(): Promise<KeySet> };
   readonly plans: Readonly<Record<string, Plan>>;
   readonly log: Logger;
+  /** The publish rate of a key whose plan has no `publishRate` (config publish.rate); undefined: not limited. */
+  readonly publishRate?: Rate | undefined;
 }
 
 export function createKeyRing(deps: KeyRingDeps): KeyRing {
@@ -71,7 +79,22 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       log.warn({ keyId: record.id, plan: record.plan }, 'key names a plan that is not configured; using its own patterns only');
     }
     const patterns = effectiveAllow(record, plans);
-    const rate = record.plan === null ? undefined : plans[record.plan]?.rate;
+    const plan = record.plan === null ? undefined : plans[record.plan];
+    const rate = plan?.rate;
+    const publisher =
+      record.publish.length === 0
+        ? undefined
+        : Object.freeze({
+            id: record.id,
+            name: record.name,
+            plan: record.plan,
+            patterns: record.publish,
+            allows: compilePatterns(record.publish),
+            kind: 'key' as const,
+            rate: plan?.publishRate ?? deps.publishRate,
+            streams: undefined,
+            rateKey: `publish:key:${record.id}`,
+          });
     return Object.freeze({
       id: record.id,
       name: record.name,
@@ -82,6 +105,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       rate,
       streams: record.plan === null ? undefined : plans[record.plan]?.streams,
       rateKey: `key:${record.id}`,
+      publisher,
     });
   };
 

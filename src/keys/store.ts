@@ -16,6 +16,8 @@ export interface CreateKeyInput {
   readonly name: string;
   readonly plan?: string | undefined;
   readonly allow?: readonly string[] | undefined;
+  /** Filename patterns the key may publish (same syntax as allow). */
+  readonly publish?: readonly string[] | undefined;
 }
 
 export interface CreatedKey {
@@ -110,7 +112,8 @@ export function createKeyStore(deps: KeyStoreDeps): KeyStore {
         throw new UsageError(`unknown plan ${JSON.stringify(plan)}; plans: ${Object.keys(plans).sort().join(', ') || '(none)'}`);
       }
       const allow = [...new Set(input.allow ?? [])];
-      for (const p of allow) {
+      const publish = [...new Set(input.publish ?? [])];
+      for (const p of [...allow, ...publish]) {
         const problem = patternProblem(p);
         if (problem) throw new UsageError(problem);
       }
@@ -121,6 +124,7 @@ export function createKeyStore(deps: KeyStoreDeps): KeyStore {
           name,
           plan,
           allow,
+          publish,
           created_at: now().toISOString(),
           revoked_at: null,
         };
@@ -216,6 +220,7 @@ function parseRecord(json: string): KeyRecord | undefined {
       name: r.name,
       plan: typeof r.plan === 'string' ? r.plan : null,
       allow: Array.isArray(r.allow) ? r.allow.filter((p): p is string => typeof p === 'string') : [],
+      publish: Array.isArray(r.publish) ? r.publish.filter((p): p is string => typeof p === 'string') : [],
       created_at: r.created_at,
       revoked_at: typeof r.revoked_at === 'string' ? r.revoked_at : null,
     };

@@ -7,6 +7,8 @@ export interface KeyRecord {
   readonly plan: string | null;
   /** The key's own allow-list patterns (its plan's are added when it is used). */
   readonly allow: readonly string[];
+  /** Filename patterns the key may publish (PUT /v1/data/{filename}); empty: it may publish nothing. */
+  readonly publish: readonly string[];
   readonly created_at: string;
   readonly revoked_at: string | null;
 }

@@ -11,7 +11,12 @@ export interface HttpMetrics {
   rateLimited(scope: string): void;
   /** A failed authentication (reason: e.g. "missing", "unknown", "revoked", "marketplace_secret", "admin_token"). */
   authFailed(reason: string): void;
+  /** One answered PUT /v1/data: its outcome (published, unchanged, superseded, rejected, pending, dry_run, refused, failed). */
+  httpPublished(outcome: string): void;
 }
+
+/** The outcomes of PUT /v1/data, present from 0. */
+export const PUBLISH_OUTCOMES = ['published', 'unchanged', 'superseded', 'rejected', 'pending', 'dry_run', 'refused', 'failed'] as const;
 
 export function createHttpMetrics(registry: Registry): HttpMetrics {
   const registers = [registry];
@@ -41,6 +46,14 @@ export function createHttpMetrics(registry: Registry): HttpMetrics {
     registers,
   });
 
+  const published = new Counter({
+    name: 'oddsfiles_http_publish_total',
+    help: 'PUT /v1/data requests by outcome (published, unchanged, superseded, rejected, pending, dry_run, refused, failed).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of PUBLISH_OUTCOMES) published.inc({ outcome }, 0);
+
   return {
     httpResponse(route, method, status, durationMs) {
       const m = HTTP_METHODS.has(method) ? method : 'OTHER';
@@ -52,6 +65,9 @@ export function createHttpMetrics(registry: Registry): HttpMetrics {
     },
     authFailed(reason) {
       authFailures.inc({ reason: safeLabel(reason) });
+    },
+    httpPublished(outcome) {
+      published.inc({ outcome: safeLabel(outcome) });
     },
   };
 }

@@ -37,6 +37,7 @@ import {
   frameworkErrorHandler,
   notFoundHandler,
   refuseOtherMethods,
+  refuseOtherMethodsWithPut,
   requireHost,
   sendFlat,
 } from './problem.js';
@@ -48,6 +49,7 @@ import { registerChangeRoutes } from './changes/routes.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import type { StreamSlots } from './changes/stream-slots.js';
 import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
+import { registerPublishRoute, type PublishRouteDeps } from './publish-route.js';
 
 /** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
 export interface ChangeCounters extends StreamCounters {
@@ -106,6 +108,8 @@ export interface ReaderAppDeps {
   readonly changeCounters?: ChangeCounters | undefined;
   /** The keys' open streams counted across readers (stream-slots.ts); without it, on this reader only. */
   readonly streamSlots?: StreamSlots | undefined;
+  /** With it, PUT /v1/data/{filename} publishes (publish-route.ts). */
+  readonly publish?: Pick<PublishRouteDeps, 'port' | 'registry' | 'onOutcome'> | undefined;
 }
 
 export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './edge-limits.js';
@@ -115,6 +119,8 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   // Redaction at this level too, whatever logger was passed in.
   const log = deps.log.child({ component: 'reader' }, { redact: { paths: REDACT_PATHS, censor: '[redacted]' } });
   const edge = { ...EDGE_DEFAULTS, ...deps.edge };
+  // A PUT body may take publish.upload_timeout: the listener's whole-request limit must not cut it first.
+  if (deps.publish) edge.requestTimeoutMs = Math.max(edge.requestTimeoutMs, config.publish.uploadTimeoutMs + 1000);
   const tls = config.http.tls;
   // Shared with the front door, so that both senders name requests and clients alike.
   const nextRequestId = createRequestIds();
@@ -194,7 +200,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
   });
   // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the
   // not-found handler was): another method on an API path is refused before its body is read.
-  app.addHook('onRequest', refuseOtherMethods);
+  app.addHook('onRequest', deps.publish ? refuseOtherMethodsWithPut : refuseOtherMethods);
 
   app.get(
     FILES_PATH,
@@ -207,6 +213,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     { schema: DATA_ROUTE_SCHEMA },
     viaFastify(v1, (request) => (request.params as { '*': string })['*']),
   );
+  if (deps.publish) await registerPublishRoute(app, { ...deps.publish, v1, rate: deps.rateLimit ?? limits?.check, config });
   if (deps.feed) {
     const hub = createStreamHub({
       feed: deps.feed,

@@ -22,6 +22,7 @@ import { createChangeFeed } from './changes/feed.js';
 import { createStreamSlots, type StreamSlots } from './changes/stream-slots.js';
 import { createChangeTally, shareChangeStats } from '../ops/change-stats.js';
 import type { PublishedCache } from './cache.js';
+import type { PublishPort } from './publish-port.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
@@ -53,6 +54,8 @@ export interface ReaderDeps {
   readonly queue?: QueueProvider;
   /** Take the versions workers carry ahead of their announcements (default true; see ReaderStateDeps). */
   readonly carried?: boolean;
+  /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
+  readonly publisher?: PublishPort | undefined;
 }
 
 export interface RunningReader {
@@ -135,6 +138,9 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
       onFrontDoorResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
       onEdgeResponse: metrics ? (route, method, status, ms) => metrics.httpResponse(route, method, status, ms) : undefined,
+      publish: deps.publisher
+        ? { port: deps.publisher, registry: deps.registry, onOutcome: metrics ? (outcome) => metrics.httpPublished(outcome) : undefined }
+        : undefined,
       register: async (a) => {
         if (metrics) await registerOps(a, { config: deps.config, metrics, ...(queue ? { queue } : {}) });
         await deps.register?.(a);

@@ -17,6 +17,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGE_QUERIES } from './changes/openapi.js';
 import { COMMON_PROBLEMS, METHOD_NOT_ALLOWED, PROBLEM_SCHEMA, problem, RATE_HEADERS, RETRY_AFTER, VARY } from './openapi-parts.js';
+import { PUT_DOCUMENTED_REQUEST } from './publish-openapi.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';
 export const API_VERSION = '1.0.0';
@@ -143,6 +144,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
       tags: [
         { name: 'odds', description: 'Listing and downloading the files.' },
+        { name: 'publishing', description: 'Publishing files with a publisher key (PUT), when the service takes them.' },
         { name: 'changes', description: 'Learning of new versions as they are published: a catalog with a position, a long-poll, and server-sent events.' },
         { name: 'meta', description: 'About the API itself.' },
       ],
@@ -167,6 +169,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       if (!url.startsWith('/v1/')) return { schema: { ...(schema ?? {}), hide: true }, url };
       let out = (schema ?? {}) as Record<string, unknown>;
       if (route.method === 'HEAD') out = headOperation(out);
+      if (route.method === 'PUT') out = { ...out, ...PUT_DOCUMENTED_REQUEST };
       if (url === '/v1/data/*') return { schema: { ...out, params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
       const query = CHANGE_QUERIES[url];
       if (query) return { schema: { ...out, querystring: query }, url };

@@ -117,6 +117,13 @@ export function refuseOtherMethods(request: FastifyRequest, _reply: FastifyReply
   done(new HttpProblem('method_not_allowed', `Only GET and HEAD are allowed here, not ${method}.`, { allow: ALLOWED_METHODS }));
 }
 
+/** refuseOtherMethods where /v1/data/{filename} also takes PUT (publish-route.ts): its 405 says so. */
+export function refuseOtherMethodsWithPut(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+  const method = request.method;
+  if (method === 'GET' || method === 'HEAD' || !request.is404 || !request.url.startsWith('/v1/data/')) return refuseOtherMethods(request, reply, done);
+  done(new HttpProblem('method_not_allowed', `Only GET, HEAD and PUT are allowed here, not ${method}.`, { allow: `${ALLOWED_METHODS}, PUT` }));
+}
+
 export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return sendProblem(reply, new HttpProblem('not_found', 'No such resource. The API serves GET /v1/files and GET /v1/data/{filename}.'));
 }

@@ -58,7 +58,7 @@ export async function createReaderState(deps: ReaderStateDeps): Promise<ReaderSt
   const { config, redis, subscriber, store, catalog, log, registry } = deps;
   const keys = redisKeys(config.redis.prefix);
   const published = createPublishedCache({ catalog, store, registry, log });
-  const ring = createKeyRing({ source: createKeyStore({ redis, keys, plans: config.plans }), plans: config.plans, log });
+  const ring = createKeyRing({ source: createKeyStore({ redis, keys, plans: config.plans }), plans: config.plans, log, publishRate: config.publish.rate });
   const loaded = () => published.loaded && ring.loaded;
   let closed = false;
   const timers = new Set<NodeJS.Timeout>();

@@ -66,6 +66,11 @@ export interface V1Handler {
   admit(req: IncomingMessage): Admitted | V1Reply | Promise<Admitted | V1Reply>;
   /** The reply of an admitted request: `a` after the rate's headers. */
   replyFor(admitted: Admitted, a: Answer | HttpProblem): V1Reply;
+  /**
+   * Loaded (503) and credentials (401/403/429 lockout) only, without counting the plan rate: for
+   * an endpoint that counts another rate (PUT /v1/data counts the key's publish rate).
+   */
+  identify(req: IncomingMessage): Principal | V1Reply | Promise<V1Reply>;
 }
 
 /** A request that passed the checks every /v1 endpoint shares. */
@@ -205,6 +210,7 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     },
     admit,
     replyFor,
+    identify: (req) => (isLoaded() ? authenticate(req) : STARTING),
   };
 }
 

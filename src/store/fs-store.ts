@@ -143,7 +143,9 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
     },
     async list(prefix) {
       try {
-        const entries = await readdir(root, { recursive: true, withFileTypes: true });
+        // Only the folder the prefix names is walked (e.g. incoming/ for the sweep of staged uploads, not every object).
+        const folder = prefix.includes('/') ? prefix.slice(0, prefix.lastIndexOf('/')) : '';
+        const entries = await readdir(validKey(folder) ? join(root, folder) : root, { recursive: true, withFileTypes: true });
         return entries
           .filter((e) => e.isFile())
           .map((e) => relative(root, join(e.parentPath, e.name)).split(sep).join('/'))
@@ -176,6 +178,16 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
     },
     async close() {},
   };
+}
+
+function validKey(key: string): boolean {
+  if (key === '') return false;
+  try {
+    assertValidKey(key);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
