@@ -57,7 +57,7 @@ export async function readSettled<T>(
     const quiet = await waitQuiet(path, read, settleMs, config.limits.maxFileBytes, deadline);
     // Unchanged since it was read and quiet for `settle`: complete, and the rejection stands.
     if (quiet === 'quiet') throw new SettledRejection(err, read.bytes);
-    if (quiet === 'gone' || Date.now() >= deadline) {
+    if (quiet === 'gone' || quiet === 'timeout' || Date.now() >= deadline) {
       const detail = quiet === 'gone' ? err.detail : `${err.detail} (still being written after ${Math.round(settleMaxMs / 1000)}s)`;
       throw new SettledRejection(new RejectionError(err.reason, detail), read.bytes);
     }
@@ -68,8 +68,9 @@ export async function readSettled<T>(
 /**
  * Wait (lstat only) until the file has been quiet for `settleMs`, by its mtime or, once we saw it
  * change (or should the writer's clock disagree with ours, on a network share), by our own watch.
- * `quiet`: unchanged since `seen` was read; `changed`: worth reading again (changed while small
- * enough to read again at once, changed and quiet since, over the size limit, or out of time).
+ * `quiet`: unchanged since `seen` was read, for `settleMs`; `changed`: worth reading again
+ * (changed while small enough to read again at once, changed and quiet since, over the size
+ * limit); `timeout`: the deadline came before the file was quiet for `settleMs`.
  */
 async function waitQuiet(
   path: string,
@@ -77,7 +78,7 @@ async function waitQuiet(
   settleMs: number,
   maxBytes: number,
   deadline: number,
-): Promise<'quiet' | 'changed' | 'gone'> {
+): Promise<'quiet' | 'changed' | 'timeout' | 'gone'> {
   const watchedSince = Date.now();
   let last = seen;
   let changedAt: number | undefined;
@@ -94,7 +95,9 @@ async function waitQuiet(
     }
     const quietFor = changedAt === undefined ? Math.max(now - st.mtimeMs, now - watchedSince) : now - changedAt;
     if (quietFor >= settleMs) return last === seen ? 'quiet' : 'changed';
-    if (now >= deadline) return last === seen ? 'quiet' : 'changed';
+    // Not quiet for `settle` by the deadline, though perhaps unchanged since it was read (a small
+    // file written on at short intervals is read again at once): still being written.
+    if (now >= deadline) return 'timeout';
     await new Promise((r) => setTimeout(r, Math.min(Math.max(5, settleMs - quietFor), 100, Math.max(5, deadline - now))));
   }
 }
