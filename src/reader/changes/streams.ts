@@ -167,6 +167,8 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       }
       const first = batch[0]!.seq;
       const stop = Math.min(next + SLICE, list.length);
+      // Counted once per slice: a counter call per stream and event is measurable at this rate.
+      let sent = 0;
       for (; next < stop; next++) {
         const s = list[next]!;
         if (s.behind || !streams.has(s)) continue;
@@ -181,9 +183,10 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         s.cursor = out.last;
         if (out.count > 0) {
           write(s, out.frame);
-          counters?.sent?.(out.count);
+          sent += out.count;
         }
       }
+      if (sent > 0) counters?.sent?.(sent);
       if (next < list.length) {
         setImmediate(pump);
         return;
@@ -231,6 +234,9 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       });
       res.flushHeaders();
       const out: Sink = http1 ? res.socket! : res;
+      // A stream has its own liveness (heartbeats, the slow-client bound): no idle timer for the
+      // socket, which every write would otherwise re-arm.
+      if (http1) res.socket!.setTimeout(0);
       const s: OpenStream = { principal, res, out, replay, cursor: after, behind: true, behindSince: Date.now() };
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
