@@ -67,6 +67,19 @@ export interface DropResult {
   readonly generatedAt: string;
 }
 
+/** A new version's freshness: from `t0` to the first GET that served it (`r`, none: never). */
+function resultOf(v: ReturnType<typeof version>, t0: number, r: { at: number; polls: number } | undefined): DropResult {
+  return {
+    fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
+    t0,
+    served: r?.at ?? Number.NaN,
+    polls: r?.polls ?? 0,
+    etag: v.etag,
+    sha256: v.sha256,
+    generatedAt: v.generatedAt,
+  };
+}
+
 /** Drop a new version of `tmpl` (dot-name, then rename) and poll until it is served. */
 export async function dropAndPoll(
   sys: System,
@@ -82,15 +95,7 @@ export async function dropAndPoll(
   const t0 = nowMs();
   await rename(tmp, join(sys.inbox, tmpl.feed.filename));
   const r = await poller.until(`/v1/data/${tmpl.feed.filename}`, v.etag, previous, timeoutMs, gapMs);
-  return {
-    fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
-    t0,
-    served: r?.at ?? Number.NaN,
-    polls: r?.polls ?? 0,
-    etag: v.etag,
-    sha256: v.sha256,
-    generatedAt: v.generatedAt,
-  };
+  return resultOf(v, t0, r);
 }
 
 /**
@@ -116,15 +121,7 @@ export async function putAndPoll(
   const [r, res] = await Promise.all([poller.until(path, v.etag, previous, timeoutMs, gapMs), put]);
   if (res.status !== 201) throw new Error(`PUT ${path}: ${res.status} ${await res.text()}`);
   await res.arrayBuffer();
-  return {
-    fresh: r ? r.at - t0 : Number.POSITIVE_INFINITY,
-    t0,
-    served: r?.at ?? Number.NaN,
-    polls: r?.polls ?? 0,
-    etag: v.etag,
-    sha256: v.sha256,
-    generatedAt: v.generatedAt,
-  };
+  return resultOf(v, t0, r);
 }
 
 export interface Round {

@@ -4,10 +4,10 @@
  * received_at (reason.json), else the time its id starts with; a folder with neither is left alone.
  * The entries of what is removed leave the rejection log too (status stops listing them).
  */
-import { readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
-import { readRejection } from './rejected.js';
+import { readRejection, rejectionIds } from './rejected.js';
 
 export interface PurgedRejection {
   readonly id: string;
@@ -30,16 +30,8 @@ export async function purgeRejections(
   before: number,
   options: { dryRun?: boolean; forget?: (ids: string[]) => Promise<void> } = {},
 ): Promise<PurgedRejection[]> {
-  let names: string[];
-  try {
-    names = await readdir(rejectedDir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
   const old: PurgedRejection[] = [];
-  for (const id of names.sort()) {
-    if (id.startsWith('.')) continue;
+  for (const id of await rejectionIds(rejectedDir)) {
     const record = await readRejection(rejectedDir, id);
     const at = record ? Date.parse(record.received_at) : Number.NaN;
     const received = Number.isFinite(at) ? at : timeOfId(id);

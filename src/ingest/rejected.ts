@@ -88,7 +88,8 @@ async function moveIn(from: string, to: string, id: string): Promise<void> {
   }
 }
 
-export async function listRejections(rejectedDir: string): Promise<RejectionRecord[]> {
+/** The ids (folders) of the rejected drops in REJECTED_DIR, oldest first; none when it does not exist. */
+export async function rejectionIds(rejectedDir: string): Promise<string[]> {
   let names: string[];
   try {
     names = await readdir(rejectedDir);
@@ -96,9 +97,12 @@ export async function listRejections(rejectedDir: string): Promise<RejectionReco
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
+  return names.filter((n) => !n.startsWith('.')).sort();
+}
+
+export async function listRejections(rejectedDir: string): Promise<RejectionRecord[]> {
   const out: RejectionRecord[] = [];
-  for (const name of names.sort()) {
-    if (name.startsWith('.')) continue;
+  for (const name of await rejectionIds(rejectedDir)) {
     const r = await readRejection(rejectedDir, name);
     if (r) out.push(r);
   }
