@@ -232,7 +232,10 @@ describe('the change feed end to end', () => {
     expect(created.code, created.stderr).toBe(0);
     const listed = await runCli(env, ['keys', 'list', '--json']);
     const closerId = (JSON.parse(listed.stdout) as { id: string; name: string }[]).find((k) => k.name === 'closer')!.id;
+    // A new key reaches the reader within a second (pub/sub): wait for it.
+    await expect.poll(async () => (await get('/v1/files', created.stdout.trim())).status, { timeout: 5000, interval: 100 }).toBe(200);
     const closing = await stream(created.stdout.trim());
+    expect(closing.status).toBe(200);
     const closedLines = () => svc.logs.filter((l) => l.url === '/v1/stream' && l.status === 200 && l.keyId === closerId).length;
     closing.close();
     await svc.waitForLog(() => closedLines() > 0, 5000);
@@ -253,6 +256,7 @@ describe('the change feed end to end', () => {
     const created = await runCli(env, ['keys', 'create', '--name', 'one', '--plan', 'one']);
     expect(created.code, created.stderr).toBe(0);
     const key = created.stdout.trim();
+    await expect.poll(async () => (await get('/v1/files', key)).status, { timeout: 5000, interval: 100 }).toBe(200);
     const other = await startOddsfiles({ ...env, PORT: '0' }, ['start', '--roles', 'reader']);
     try {
       // A stream ended by its client gives its slot back at once, to any reader.

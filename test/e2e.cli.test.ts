@@ -149,7 +149,7 @@ describe('oddsfiles commands against a running service', () => {
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain(`${old.id}\tsite_live_redstone_soccer.json\t${old.received_at}\n`);
     expect(dry.stdout).not.toContain(young.id);
-    expect(dry.stdout).toContain(`would remove 1 rejected drop(s) received over 2d0h ago from ${rejectedDir}`);
+    expect(dry.stdout).toContain(`would remove 1 rejected drop(s) received over 2d ago from ${rejectedDir}`);
     expect(await readdir(rejectedDir)).toContain(old.id);
     expect(await statusRejections()).toContain(old.id);
 

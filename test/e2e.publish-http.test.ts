@@ -10,7 +10,7 @@
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drop, rejectionRecords, tinyDoc } from './helpers/drops.js';
@@ -298,6 +298,16 @@ describe('PUT /v1/data/{filename} end to end', () => {
     const again = await runCli(env, ['publish', '--url', svc.url!, '--key', keys.northwind, '--json', good]);
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject([{ outcome: 'unchanged', status: 200 }]);
+    // Reported as the local publish reports it: superseded names the generated_at that won;
+    // a rejection carries its id.
+    const published = (JSON.parse(again.stdout) as { generated_at: string }[])[0]!.generated_at;
+    const older = join(dir, 'older', 'site_live_northwind_basketball.json');
+    await mkdir(dirname(older), { recursive: true });
+    await writeFile(older, tinyDoc('northwind', 'basketball', '2026-01-01T00:00:00.000Z'));
+    const superseded = await runCli(env, ['publish', '--url', svc.url!, '--key', keys.northwind, older]);
+    expect(superseded.stdout).toBe(`${older}\tsuperseded\tgenerated_at 2026-01-01T00:00:00.000Z is not newer than the published ${published}\n`);
+    const rejected = await runCli(env, ['publish', '--url', svc.url!, '--key', keys.northwind, '--json', bad]);
+    expect(JSON.parse(rejected.stdout)).toMatchObject([{ outcome: 'rejected', reason: 'sport_mismatch', rejectionId: expect.any(String) }]);
     const nokey = await runCli(env, ['publish', '--url', svc.url!, good]);
     expect(nokey.code).toBe(2);
     expect(nokey.stderr).toContain('ODDSFILES_KEY');

@@ -2,8 +2,8 @@
  * `oddsfiles publish --url https://host FILE...`: each file sent with PUT /v1/data/{filename} to a
  * running service, with a publisher key (`--key`, or ODDSFILES_KEY in the environment so it stays
  * off the command line), one after the other, each outcome reported as the local `publish` reports
- * it: published, unchanged, superseded, rejected (reason: detail), pending (queued, not settled in
- * time). Exit 1 when any file is rejected, pending or failed. A refusal for load (503) or a lost
+ * it: published, unchanged, superseded, rejected (reason: detail), unknown (queued, not settled in
+ * time). Exit 1 when any file is rejected, unknown or failed. A refusal for load (503) or a lost
  * connection is tried again twice (a PUT of the same bytes is idempotent). `--dry-run` validates
  * without publishing.
  */
@@ -31,10 +31,14 @@ interface RemoteResult {
   detail?: string;
   etag?: string;
   generated_at?: string;
+  /** Superseded: the generated_at of the published version that won (as the local publish says). */
+  publishedGeneratedAt?: string;
+  /** Rejected: its folder in the service's REJECTED_DIR. */
+  rejectionId?: string;
   would?: string;
 }
 
-const FAILED = new Set(['rejected', 'pending', 'failed']);
+const FAILED = new Set(['rejected', 'unknown', 'failed']);
 const ATTEMPTS = 3;
 
 export async function publishRemote(ctx: CliContext, files: readonly string[], opts: RemotePublishOptions): Promise<void> {
@@ -76,7 +80,8 @@ async function putOne(file: string, target: URL, key: string, bytes: Buffer, tim
     } catch (err) {
       const e = err as Error & { cause?: { message?: string } };
       last = { file, outcome: 'failed', detail: e.cause?.message ?? e.message };
-      if (e.name === 'TimeoutError') return { ...last, outcome: 'pending', detail: `no answer within ${timeoutMs / 1000} s; sending it again is safe` };
+      if (e.name === 'TimeoutError')
+        return { ...last, outcome: 'unknown', detail: `timed out: no answer within ${timeoutMs / 1000} s; sending it again is safe` };
       await pause(attempt);
       continue;
     }
@@ -92,12 +97,15 @@ function resultOf(file: string, status: number, body: Record<string, unknown>): 
   const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
   const outcome = str('outcome');
   const known = outcome && (status < 300 || status === 409 || status === 422 || status === 504);
-  const r: RemoteResult = { file, outcome: known ? outcome : 'failed', status };
+  // Not settled in time (504): still queued, as the local publish's `unknown`.
+  const r: RemoteResult = { file, outcome: known ? (status === 504 ? 'unknown' : outcome) : 'failed', status };
   const fields: [keyof RemoteResult, string | undefined][] = [
     ['reason', str('reason')],
     ['detail', status >= 400 ? str('detail') : undefined],
     ['etag', str('etag') ?? str('published_etag')],
-    ['generated_at', str('published_generated_at') ?? str('generated_at')],
+    ['generated_at', str('generated_at')],
+    ['publishedGeneratedAt', str('published_generated_at')],
+    ['rejectionId', str('rejection_id')],
     ['would', str('would')],
   ];
   for (const [k, v] of fields) if (v !== undefined) (r as unknown as Record<string, string>)[k] = v;
@@ -108,7 +116,7 @@ function resultOf(file: string, status: number, body: Record<string, unknown>): 
 function describe(r: RemoteResult): string {
   if (r.outcome === 'valid') return `valid (dry run: would be ${r.would ?? 'published'})`;
   if (r.outcome === 'published' || r.outcome === 'unchanged') return `${r.outcome}\tgenerated_at ${r.generated_at ?? '?'}`;
-  if (r.outcome === 'superseded') return `superseded\tthe published version is newer (generated_at ${r.generated_at ?? '?'})`;
+  if (r.outcome === 'superseded') return `superseded\tgenerated_at ${r.generated_at ?? '?'} is not newer than the published ${r.publishedGeneratedAt ?? '?'}`;
   if (r.reason) return `${r.outcome}\t${r.reason}: ${r.detail ?? ''}`;
   return r.detail ? `${r.outcome}\t${r.detail}` : r.outcome;
 }

@@ -8,7 +8,7 @@
 import { mkdir, readdir, rename, rm, copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { formatAge, parseDuration } from '../duration.js';
+import { parseDuration } from '../duration.js';
 import { NotFoundError, UsageError } from '../errors.js';
 import { claimPath, ensureInbox, newClaimId } from '../ingest/inbox.js';
 import { listRejections, readRejection, type RejectionRecord } from '../ingest/rejected.js';
@@ -106,7 +106,7 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
       }
       for (const r of removed) ctx.io.stdout.write(`${r.id}\t${r.filename ?? '-'}\t${r.received_at}\n`);
       const verb = opts.dryRun ? 'would remove' : 'removed';
-      ctx.io.stdout.write(`${verb} ${removed.length} rejected drop(s) received over ${formatAge(ms)} ago from ${rejectedDir}\n`);
+      ctx.io.stdout.write(`${verb} ${removed.length} rejected drop(s) received over ${opts.olderThan} ago from ${rejectedDir}\n`);
     });
 }
 

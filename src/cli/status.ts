@@ -159,7 +159,7 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   const c = report.changes;
   const span = c.oldest === null ? 'empty' : `${c.oldest}-${c.position}`;
   parts.push(
-    `changes  position ${c.position} (log ${span}); ${c.readers} reader(s): ${c.streams} streams open, ${c.events} events sent, ${c.dropped} dropped as slow, ${c.waiting} long-polls waiting\n`,
+    `changes  position ${c.position} (log ${span}); ${c.readers} reader(s): ${c.streams} stream(s) open, ${c.events} event(s) sent, ${c.dropped} dropped as slow, ${c.waiting} long-poll(s) waiting\n`,
   );
   parts.push(`folders  ${describeFolders(report.folders)}\n\n`);
 
