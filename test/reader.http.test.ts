@@ -118,7 +118,7 @@ describe('GET /v1/data/{filename}', () => {
     expect(res.headers.etag).toBe(`"${entry.sha256.slice(0, 32)}"`);
     expect(res.headers['last-modified']).toBe(new Date(entry.publishedAt).toUTCString());
     expect(res.headers['cache-control']).toBe('private, no-cache');
-    expect(res.headers.vary).toBe('Accept-Encoding');
+    expect(res.headers.vary).toBe('Accept-Encoding, A-IM');
     expect(res.headers['content-encoding']).toBeUndefined();
     expect(Number(res.headers['content-length'])).toBe(bytes.get(LIVE)!.length);
   });
@@ -138,7 +138,7 @@ describe('GET /v1/data/{filename}', () => {
       expect(res.body).toBe('');
       expect(res.headers.etag).toBe(etag);
       expect(res.headers['cache-control']).toBe('private, no-cache');
-      expect(res.headers.vary).toBe('Accept-Encoding');
+      expect(res.headers.vary).toBe('Accept-Encoding, A-IM');
     }
     const stale = await get(`/v1/data/${LIVE}`, { 'x-api-key': keys.pro, 'if-none-match': '"0000"' });
     expect(stale.statusCode).toBe(200);
@@ -166,7 +166,7 @@ describe('GET /v1/data/{filename}', () => {
     expect(String(gz.headers.etag)).toMatch(/-gz"$/);
     expect(String(br.headers.etag)).toMatch(/-br"$/);
     for (const r of [gz, br]) {
-      expect(r.headers.vary).toBe('Accept-Encoding');
+      expect(r.headers.vary).toBe('Accept-Encoding, A-IM');
       expect(r.headers['content-type']).toBe('application/json');
     }
     // 304 for the coding's own ETag.

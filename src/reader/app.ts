@@ -22,6 +22,7 @@ import { REDACT_PATHS, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
 import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
+import { createReaderDeltas } from './delta.js';
 import { clientIp, trustFunction } from './client-ip.js';
 import { createFrontDoor, type FrontDoor } from './front-door.js';
 import { FILES_PATH } from './files-route.js';
@@ -196,6 +197,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     published: state.published,
     lists,
     pick,
+    deltas: createReaderDeltas({ store: deps.store, redis: deps.redis, prefix: config.redis.prefix, published: state.published, log }),
     clientIp: ipOf,
   });
   // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the

@@ -18,6 +18,8 @@ export const GENERATED_AT = 'generated-at';
 export const DATA_PREFIX = '/v1/data/';
 /** The route's pattern (Fastify's routeOptions.url, the metrics' route label). */
 export const DATA_ROUTE = `${DATA_PREFIX}*`;
+/** A-IM too: a request with it may be answered with a delta (delta.ts). */
+export const VARY = 'Accept-Encoding, A-IM';
 /** The longest filename the route takes (Fastify's maxParamLength): longer ones are 404. */
 export const MAX_NAME_LENGTH = 200;
 
@@ -61,7 +63,7 @@ function versionHeaders(version: Version, variant: Variant): string[] {
     'cache-control',
     CACHE_CONTROL,
     'vary',
-    'Accept-Encoding',
+    VARY,
   ];
 }
 

@@ -21,9 +21,11 @@ import type { Answer } from './answer.js';
 import type { PublishedCache } from './cache.js';
 import { dataAnswer, type VariantPicker } from './data-route.js';
 import { filesAnswer } from './files-route.js';
+import type { Deltas } from './delta.js';
 import type { AuthFailureGate } from './limits.js';
 import { problemHeaders, problemPayload } from '../problem-json.js';
 import type { RateDecision, RateLimitCheck } from './rate-limit.js';
+import type { Variant } from './version.js';
 
 export const API_KEY_HEADER = 'x-api-key';
 const CHALLENGE = { 'www-authenticate': 'ApiKey header="X-API-Key"' };
@@ -52,6 +54,8 @@ export interface V1HandlerDeps {
   readonly published: PublishedCache;
   readonly lists: FileLists;
   readonly pick: VariantPicker;
+  /** Deltas (RFC 3229) for requests with A-IM (delta.ts); without it they get the usual answer. */
+  readonly deltas?: Deltas | undefined;
   /** The client address (trust_proxy applied), for the lockout. */
   readonly clientIp: (req: IncomingMessage) => string | undefined;
 }
@@ -115,7 +119,7 @@ function lockedOut(seconds: number): HttpProblem {
 }
 
 export function createV1Handler(deps: V1HandlerDeps): V1Handler {
-  const { ring, isLoaded, gate, onAuthFailed, rate, published, lists, pick, clientIp } = deps;
+  const { ring, isLoaded, gate, onAuthFailed, rate, published, lists, pick, clientIp, deltas } = deps;
   const marketplaces = deps.marketplaces?.enabled ? deps.marketplaces : undefined;
 
   /** A wrong credential: 401, or 429 once the address is over its failure limit. */
@@ -171,9 +175,9 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
       return principal.allows(name) ? LOADING : new HttpProblem('forbidden', NOT_ALLOWED);
     }
     if (!principal.allows(name)) return new HttpProblem('forbidden', NOT_ALLOWED);
+    const answer = (v: Variant) => (deltas && req.headers['a-im'] !== undefined ? deltas.answer(version, v, req.headers) : dataAnswer(version, v, req.headers));
     const variant = pick(version, req.headers['accept-encoding']);
-    if (variant instanceof Promise) return variant.then((v) => dataAnswer(version, v, req.headers));
-    return dataAnswer(version, variant, req.headers);
+    return variant instanceof Promise ? variant.then(answer) : answer(variant);
   };
 
   const afterRate = (principal: Principal, d: RateDecision): Admitted | V1Reply => {
