@@ -256,6 +256,9 @@ describe('the front door answers as Fastify does', () => {
     const dataEtag = plain!.headers[plain!.headers.indexOf('etag') + 1]!;
     await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-none-match': dataEtag } });
     await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-none-match': `W/${dataEtag}` } });
+    // Deltas: an unknown base (the whole file, with the canonical digest), the current one (304).
+    await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-none-match': `"${'0'.repeat(32)}"`, 'a-im': 'json-patch, merge-patch' } });
+    await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-none-match': dataEtag, 'a-im': 'merge-patch' } });
     await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-modified-since': new Date(Date.now() + 3_600_000).toUTCString() } });
     await both('hot', `/v1/data/${PREGAME}`, { key: 'pro', headers: { 'if-modified-since': 'Thu, 01 Jan 2015 00:00:00 GMT' } });
 

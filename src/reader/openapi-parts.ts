@@ -28,7 +28,7 @@ export const RATE_HEADERS = {
 
 export const RETRY_AFTER = { type: 'integer', description: 'Seconds to wait before retrying.' } as const;
 
-export const VARY = { type: 'string', description: '`Accept-Encoding`' } as const;
+export const VARY = { type: 'string', description: '`Accept-Encoding, A-IM`' } as const;
 
 export const problem = (description: string, headers: Record<string, unknown> = {}) => ({
   description,

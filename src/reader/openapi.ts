@@ -53,11 +53,35 @@ export const FILES_ROUTE_SCHEMA = {
   },
 } as const;
 
+/** 226 IM Used: a patch from the version named in If-None-Match to the current one (delta.ts). */
+const DELTA_RESPONSE = {
+  description:
+    'IM Used: a patch that turns the version you named in If-None-Match into the current one, as a JSON value (RFC 6902 JSON Patch or RFC 7396 JSON Merge Patch, as the IM header says). Apply it, then check Json-Canonical-Sha256; on a mismatch GET the whole file.',
+  headers: {
+    ...RATE_HEADERS,
+    ETag: { type: 'string', description: 'The current version (its identity form): send it next time.' },
+    IM: { type: 'string', enum: ['json-patch', 'merge-patch'] },
+    'Delta-Base': { type: 'string', description: 'The ETag of the version the patch applies to.' },
+    'Json-Canonical-Sha256': {
+      type: 'string',
+      description: 'SHA-256 (hex) of the current version in canonical JSON (RFC 8785), on 226 and on 200 answers to requests with A-IM.',
+    },
+    'Last-Modified': { type: 'string' },
+    'Generated-At': { type: 'string', format: 'date-time' },
+    Vary: { type: 'string', description: '`Accept-Encoding, A-IM, If-None-Match`' },
+    'Content-Encoding': { type: 'string', enum: ['br', 'gzip'], description: 'When you accepted a coding.' },
+  },
+  content: {
+    'application/json-patch+json': { schema: { type: 'array', items: { type: 'object', additionalProperties: true } } },
+    'application/merge-patch+json': { schema: { type: 'object', additionalProperties: true } },
+  },
+} as const;
+
 export const DATA_ROUTE_SCHEMA = {
   operationId: 'getOddsData',
   summary: 'Download one odds file',
   description:
-    'The JSON document exactly as the bookmaker published it. Send Accept-Encoding: br or gzip for a compressed body, and If-None-Match with the ETag you hold to get 304 until a new version is published. Checks run in the order 401, 429, 404, 403.',
+    'The JSON document exactly as the bookmaker published it. Send Accept-Encoding: br or gzip for a compressed body, and If-None-Match with the ETag you hold to get 304 until a new version is published. Deltas (RFC 3229): with If-None-Match naming a version you hold (one of the last 8) and `A-IM: json-patch` and/or `merge-patch`, the answer is 226 with a patch when it is smaller than the whole answer; the JSON value is rebuilt exactly, key order and whitespace are not. Checks run in the order 401, 429, 404, 403.',
   tags: ['odds'],
   response: {
     200: {
@@ -89,6 +113,7 @@ export const DATA_ROUTE_SCHEMA = {
         },
       },
     },
+    226: DELTA_RESPONSE,
     304: {
       description: 'Not modified: If-None-Match (or If-Modified-Since) says your copy is current.',
       headers: {
