@@ -53,18 +53,7 @@ export function createVariantPicker(published: PublishedCache): VariantPicker {
 
 /** The headers a 200 and a 304 of `variant` share: its validators, its time facts, how to cache it. */
 function versionHeaders(version: Version, variant: Variant): string[] {
-  return [
-    'etag',
-    variant.etag,
-    'last-modified',
-    version.lastModified,
-    GENERATED_AT,
-    version.entry.generatedAt,
-    'cache-control',
-    CACHE_CONTROL,
-    'vary',
-    VARY,
-  ];
+  return ['etag', variant.etag, 'last-modified', version.lastModified, GENERATED_AT, version.entry.generatedAt, 'cache-control', CACHE_CONTROL, 'vary', VARY];
 }
 
 /** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */

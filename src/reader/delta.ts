@@ -220,7 +220,13 @@ export function createDeltas(deps: DeltaDeps): Deltas {
 }
 
 /** The deltas of a reader: older versions from `store`, the recent versions listed in Redis. */
-export function createReaderDeltas(deps: { store: Pick<Store, 'get'>; redis: Pick<Redis, 'lrange'>; prefix: string; published: Pick<PublishedCache, 'onInstall'>; log: Logger }): Deltas {
+export function createReaderDeltas(deps: {
+  store: Pick<Store, 'get'>;
+  redis: Pick<Redis, 'lrange'>;
+  prefix: string;
+  published: Pick<PublishedCache, 'onInstall'>;
+  log: Logger;
+}): Deltas {
   const recent = createRecentVersions(deps.redis, redisKeys(deps.prefix));
   return createDeltas({ published: deps.published, bytes: createVersionBytes({ store: deps.store }), shas: (f, n) => recent.shas(f, n), log: deps.log });
 }
