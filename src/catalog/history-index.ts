@@ -55,8 +55,8 @@ export interface HistoryIndex {
   next(filename: string, v: HistoryVersion): Promise<HistoryVersion | undefined>;
   /** The latest retained publication whose ETag hex (the sha256's first 32 digits) is `hex`. */
   byEtag(filename: string, hex: string): Promise<HistoryVersion | undefined>;
-  /** Which of `filenames` have no history index built or written (Redis lost it, or it predates history). */
-  unbuilt(filenames: readonly string[]): Promise<string[]>;
+  /** The published filenames whose history index was never rebuilt from the store (Redis lost it, or it predates history). */
+  unbuilt(): Promise<string[]>;
   /** Add the store's records of `filename` (members) and recount; marks the index built. */
   rebuild(filename: string, members: readonly string[]): Promise<void>;
   /** Whether each (filename, sha256) is used by the current entry, the versions list or a retained publication. */
@@ -126,7 +126,8 @@ export function createHistoryIndex(redis: Redis, keys: RedisKeys): HistoryIndex 
       const m = await redis.hget(keys.historyRefs(filename), `m:${hex}`);
       return m ? parseMember(m) : undefined;
     },
-    async unbuilt(filenames) {
+    async unbuilt() {
+      const filenames = await redis.hkeys(keys.catalog);
       if (filenames.length === 0) return [];
       const p = redis.pipeline();
       for (const f of filenames) p.hexists(keys.historyRefs(f), 'built');

@@ -17,8 +17,8 @@ export interface HistoryRecords {
   committed(filename: string, added: string, removed: readonly string[]): void;
   /** Write the pending records and delete the trimmed ones; what fails stays pending. */
   flush(): Promise<void>;
-  /** Rebuild the index of those of `filenames` whose index is missing, from the store's records. */
-  repair(filenames: readonly string[]): Promise<void>;
+  /** Rebuild from the store's records the index of every published file whose index is missing. */
+  repair(): Promise<void>;
   pending(): number;
 }
 
@@ -68,8 +68,8 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
       );
       if (failed.length > 0) throw new Error(`${failed.length} history records could not be written; will retry`);
     },
-    async repair(filenames) {
-      for (const filename of await catalog.history.unbuilt(filenames)) {
+    async repair() {
+      for (const filename of await catalog.history.unbuilt()) {
         const keys = await store.list(`history/${filename}/`);
         const members = keys.map(memberOfRecordKey).filter((m): m is string => m !== undefined);
         await catalog.history.rebuild(filename, members);

@@ -148,7 +148,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
     // The store's history records (history-records.ts); at start and periodically, a history index
     // Redis lost is rebuilt from them.
     await records.flush();
-    if (all) await records.repair((await catalog.snapshotJson()).entries.map(([f]) => f));
+    if (all) await records.repair();
   };
 
   const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0;

@@ -16,6 +16,7 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGE_QUERIES } from './changes/openapi.js';
+import { HISTORY_PARAMS } from './history/openapi.js';
 import { COMMON_PROBLEMS, METHOD_NOT_ALLOWED, PROBLEM_SCHEMA, problem, RATE_HEADERS, RETRY_AFTER, VARY } from './openapi-parts.js';
 import { PUT_DOCUMENTED_REQUEST } from './publish-openapi.js';
 
@@ -171,6 +172,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       if (route.method === 'HEAD') out = headOperation(out);
       if (route.method === 'PUT') out = { ...out, ...PUT_DOCUMENTED_REQUEST };
       if (url === '/v1/data/*') return { schema: { ...out, params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
+      const history = HISTORY_PARAMS[url];
+      if (history) return { schema: { ...out, ...history }, url };
       const query = CHANGE_QUERIES[url];
       if (query) return { schema: { ...out, querystring: query }, url };
       return { schema: out, url };
