@@ -92,11 +92,13 @@ for i = 1, #removed do
   end
 end
 local evicted = {}
+local seen = {}
 for i = 1, #candidates do
   local sha = candidates[i]
-  if sha ~= ARGV[4] and redis.call('HEXISTS', KEYS[6], 'n:' .. sha) == 0 and not redis.call('LPOS', KEYS[3], sha) then
+  if not seen[sha] and sha ~= ARGV[4] and redis.call('HEXISTS', KEYS[6], 'n:' .. sha) == 0 and not redis.call('LPOS', KEYS[3], sha) then
     evicted[#evicted + 1] = sha
   end
+  seen[sha] = true
 end
 redis.call('PUBLISH', ARGV[6], '{"seq":' .. seq .. ',"entry":' .. ARGV[2] .. '}')
 local out = {'published', ARGV[2], tostring(seq), hm, tostring(#evicted)}
