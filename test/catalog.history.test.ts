@@ -71,7 +71,12 @@ describe('the history index', () => {
     expect((await catalog.history.at('a.json', t + 4500))!.seq).toBe(4);
     expect(await catalog.history.at('a.json', t)).toBeUndefined();
     expect((await catalog.history.byEtag('a.json', sha(1).slice(0, 32)))!.seq).toBe(3);
-    expect(await catalog.history.inUse([{ filename: 'a.json', sha256: sha(1) }, { filename: 'a.json', sha256: sha(2) }])).toEqual([true, false]);
+    expect(
+      await catalog.history.inUse([
+        { filename: 'a.json', sha256: sha(1) },
+        { filename: 'a.json', sha256: sha(2) },
+      ]),
+    ).toEqual([true, false]);
   });
 
   it('trims by age a bounded number per commit, never the publication just made', async () => {

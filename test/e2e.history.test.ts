@@ -157,7 +157,17 @@ describe('history end to end', () => {
     const beforeOld = await get(`/v1/history/${LIVE}?before=${new Date(Date.now() - 60_000).toISOString()}`, keys.brief!);
     expect(beforeOld.status).toBe(403);
 
-    for (const q of ['?limit=0', '?limit=1001', '?limit=abc', '?limit=1e2', '?at=yesterday', '?at=2026-13-45T99:00:00Z', '?before=%00', '?before=1:2:3', '?at=2026-01-01T00:00:00Z&limit=3']) {
+    for (const q of [
+      '?limit=0',
+      '?limit=1001',
+      '?limit=abc',
+      '?limit=1e2',
+      '?at=yesterday',
+      '?at=2026-13-45T99:00:00Z',
+      '?before=%00',
+      '?before=1:2:3',
+      '?at=2026-01-01T00:00:00Z&limit=3',
+    ]) {
       const r = await get(`/v1/history/${LIVE}${q}`, keys.pro!);
       expect(r.status, q).toBe(400);
     }
@@ -184,10 +194,14 @@ describe('history end to end', () => {
     await redis.del(`${prefix}:history:${LIVE}`, `${prefix}:historyrefs:${LIVE}`);
     svc = await startOddsfiles(env);
     await waitFor(async () => (await get(`/v1/history/${LIVE}`, keys.pro!)).status === 200);
-    const after = await waitFor(async () => {
-      const l = await list();
-      return l.versions.length === before.versions.length ? l : undefined;
-    }, 20_000, 'history rebuilt');
+    const after = await waitFor(
+      async () => {
+        const l = await list();
+        return l.versions.length === before.versions.length ? l : undefined;
+      },
+      20_000,
+      'history rebuilt',
+    );
     expect(after.versions).toEqual(before.versions);
   }, 60_000);
 });

@@ -64,7 +64,9 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
       const removing = deletes;
       deletes = [];
       await inBatches(removing, (d) =>
-        store.delete(historyRecordKey(d.filename, d.member)).catch((err: unknown) => log.warn({ err, filename: d.filename }, 'could not delete a history record')),
+        store
+          .delete(historyRecordKey(d.filename, d.member))
+          .catch((err: unknown) => log.warn({ err, filename: d.filename }, 'could not delete a history record')),
       );
       if (failed.length > 0) throw new Error(`${failed.length} history records could not be written; will retry`);
     },

@@ -147,6 +147,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'odds', description: 'Listing and downloading the files.' },
         { name: 'publishing', description: 'Publishing files with a publisher key (PUT), when the service takes them.' },
         { name: 'changes', description: 'Learning of new versions as they are published: a catalog with a position, a long-poll, and server-sent events.' },
+        { name: 'history', description: 'Older versions of a file, kept for a while: listed, as of a moment, and their bytes (plans with history).' },
         { name: 'meta', description: 'About the API itself.' },
       ],
       components: {

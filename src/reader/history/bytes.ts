@@ -97,7 +97,8 @@ export function createHistoryBytes(deps: HistoryBytesDeps): HistoryBytes {
       const version = versionOf(filename, v, bytes);
       const ae = headers['accept-encoding'];
       const pref = negotiate(typeof ae === 'string' ? ae : undefined);
-      const order: CompressedCoding[] = pref.br && pref.gzip ? (pref.gzipFirst ? ['gzip', 'br'] : ['br', 'gzip']) : pref.br ? ['br'] : pref.gzip ? ['gzip'] : [];
+      const order: CompressedCoding[] =
+        pref.br && pref.gzip ? (pref.gzipFirst ? ['gzip', 'br'] : ['br', 'gzip']) : pref.br ? ['br'] : pref.gzip ? ['gzip'] : [];
       const variant = pick(version, order);
       return variant instanceof Promise ? variant.then((got) => respond(version, got, headers)) : respond(version, variant, headers);
     },

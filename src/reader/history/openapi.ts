@@ -11,7 +11,7 @@ const VERSION = {
   type: 'object',
   required: ['etag', 'sha256', 'size', 'generated_at', 'published_at'],
   properties: {
-    etag: { type: 'string', description: 'The version\'s ETag (identity coding), as GET /v1/data gave it: fetch its bytes at /v1/history/{filename}/{etag}.' },
+    etag: { type: 'string', description: "The version's ETag (identity coding), as GET /v1/data gave it: fetch its bytes at /v1/history/{filename}/{etag}." },
     sha256: { type: 'string', description: 'SHA-256 of the published bytes.' },
     size: { type: 'integer', description: 'Bytes.' },
     generated_at: { type: 'string', format: 'date-time' },
@@ -93,7 +93,7 @@ export const HISTORY_PARAMS: Readonly<Record<string, object>> = {
     params: {
       type: 'object',
       required: ['filename', 'etag'],
-      properties: { filename: FILENAME, etag: { type: 'string', description: 'The version\'s ETag: its 32 hex digits, quoted or not.' } },
+      properties: { filename: FILENAME, etag: { type: 'string', description: "The version's ETag: its 32 hex digits, quoted or not." } },
     },
   },
 };

@@ -145,7 +145,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
     if ('status' in a) return send(request, reply, a);
     request.principal = a.principal;
     let out;
-    if (filename.length > MAX_NAME_LENGTH || !NAME_RE.test(filename)) out = new HttpProblem('not_found', `No file is named ${JSON.stringify(filename.slice(0, 100))}.`);
+    if (filename.length > MAX_NAME_LENGTH || !NAME_RE.test(filename))
+      out = new HttpProblem('not_found', `No file is named ${JSON.stringify(filename.slice(0, 100))}.`);
     else if (etag === undefined) out = await list(a, filename, request.query as Record<string, string | undefined>);
     else {
       const m = ETAG_RE.exec(etag);
