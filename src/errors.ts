@@ -126,6 +126,8 @@ export const HTTP_PROBLEMS = {
   superseded: { status: 409, title: 'A newer version is published' },
   rejected: { status: 422, title: 'Document rejected' },
   publish_pending: { status: 504, title: 'Publication not settled yet' },
+  // GET /v1/history: the key's plan has no history, or the version or moment asked is older than it allows.
+  history_forbidden: { status: 403, title: 'Beyond the history this key may read' },
   // The admin endpoints (/metrics, /admin/*: src/ops/admin-guard.ts): no API key is involved there.
   // After the general entries, so that a bare status (a framework error) maps to those.
   admin_unauthorized: { status: 401, title: 'Missing or invalid admin token' },

@@ -96,7 +96,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     closers.push(() => store.close());
     const client = connect('client', 'client');
     await whenReady(client);
-    const catalog = createCatalog(client, keys, config.changes);
+    const catalog = createCatalog(client, keys, config.changes, config.history);
     const registry = buildRegistry(config.bookmakers, config.sports);
     // BullMQ is loaded where a role needs it (watcher, worker, a reader taking PUTs) and, in a
     // reader-only process, on the first request of the queue dashboard: a reader never needs it otherwise.

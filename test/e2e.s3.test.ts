@@ -109,10 +109,12 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
         'ingest:',
         `  keep_versions: ${KEEP_VERSIONS}`,
         '  rescan: 1s',
+        // History keeps as many: old objects go once both let go of them.
+        `history: { max_versions: ${KEEP_VERSIONS} }`,
         // The default plans, with room for the polling of this test (limits are shared by every reader).
         'plans:',
         '  free: { allow: ["site_pregame_*"], rate: { max: 30, per: 1m } }',
-        '  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }',
+        '  pro: { allow: ["*"], rate: { max: 100000, per: 1m }, history: 24h }',
         '',
       ].join('\n'),
     );
@@ -297,7 +299,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
     }
   });
 
-  it(`garbage-collects old versions in the bucket: ${KEEP_VERSIONS} objects remain per filename (ingest.keep_versions)`, async () => {
+  it(`garbage-collects old versions in the bucket: ${KEEP_VERSIONS} objects remain per filename (ingest.keep_versions, history.max_versions); history lists and serves them`, async () => {
     const edgeNames = new Set(group('edge').map((c) => c.filename));
     const feed = EXAMPLE_FEEDS.find((f) => !edgeNames.has(f.filename) && f.kind === 'live' && f.sport !== null)!;
     const dir = `${base}objects/${feed.filename}/`;
@@ -341,6 +343,19 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
         100,
       );
     }
+    // History on both readers: the kept versions newest first, each one's bytes from the bucket.
+    const keptBytes = versions.slice(-KEEP_VERSIONS).reverse();
+    for (const url of readers()) {
+      const res = await get(url, `/v1/history/${feed.filename}`);
+      expect(res.status).toBe(200);
+      const listedVersions = ((await res.json()) as { versions: { etag: string; sha256: string }[] }).versions;
+      expect(listedVersions.map((v) => v.sha256)).toEqual(keptBytes.map((b) => sha256(b)));
+      const oldest = await get(url, `/v1/history/${feed.filename}/${listedVersions.at(-1)!.etag.slice(1, -1)}`);
+      expect(oldest.status).toBe(200);
+      expect(Buffer.from(await oldest.arrayBuffer()).equals(keptBytes.at(-1)!)).toBe(true);
+    }
+    // One record per retained publication in the bucket (the index is rebuilt from them).
+    await waitFor(async () => (await bucket.list(`${base}history/${feed.filename}/`)).length === KEEP_VERSIONS, 10_000, 'history records', 100);
     // Every object in the bucket still hashes to its name: nothing partial was left behind.
     for (const k of await bucket.list(`${base}objects/`)) {
       const m = /\/([0-9a-f]{64})\.json$/.exec(k);

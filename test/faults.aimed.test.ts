@@ -105,7 +105,7 @@ describe('fault: SIGKILL aimed at each step of the publish (S3 store behind a ho
     inbox = join(dataDir, 'inbox');
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    const configFile = await writeFaultConfig(dataDir, 'ingest:\n  lock_duration: 2s\n  rescan: 1s\n  keep_versions: 1\n');
+    const configFile = await writeFaultConfig(dataDir, 'ingest:\n  lock_duration: 2s\n  rescan: 1s\n  keep_versions: 1\nhistory:\n  max_versions: 1\n');
     env = baseEnv(dataDir, prefix, { ...s3.env, S3_ENDPOINT: proxy.endpoint, ODDSFILES_CONFIG: configFile, PORT: String(port) });
     key = await createApiKey(env);
     svc = await startOddsfiles(env);

@@ -27,6 +27,9 @@ import { waitFor } from './helpers/service.js';
 
 const log = createLogger({ level: 'warn', pretty: false, destination: new Writable({ write: (_c, _e, cb) => cb() }) });
 
+/** History keeps just the current publication: what leaves the versions list (its `keep`) is evicted. */
+const ONE_VERSION_OF_HISTORY = { retentionMs: 86_400_000, maxVersions: 1 };
+
 describe('the background manifest writer', () => {
   const redis = new Redis(TEST_REDIS_URL);
   const prefixes: string[] = [];
@@ -40,7 +43,7 @@ describe('the background manifest writer', () => {
     prefixes.push(prefix);
     const dir = await mkdtemp(join(tmpdir(), 'oddsfiles-faults-manifest-'));
     const store = createFsStore(pathToFileURL(join(dir, 'store')).href);
-    const catalog = createCatalog(redis, redisKeys(prefix));
+    const catalog = createCatalog(redis, redisKeys(prefix), undefined, ONE_VERSION_OF_HISTORY);
     let n = 0;
     /** Put a version's bytes and commit it, as the publish step does. */
     const publish = async (filename: string, keep = 10) => {

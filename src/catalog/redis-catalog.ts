@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.js';
 import { encodeCarried } from './carried.js';
 import { changeEntryOf } from './change-log.js';
+import { createHistoryIndex, type HistoryIndex } from './history-index.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
 // KEYS: catalog hash, seq counter, versions list, change log (stream). ARGV: filename, entry JSON,
@@ -15,6 +16,12 @@ import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, Commi
 // src/ingest/decide.ts, the same rule). Equal generated_at with new bytes publishes (a correction). Every published
 // change is appended to the log under the id <seq>-0, with the sha256 it replaced; the log is
 // trimmed by length, and by age a bounded number of entries per commit.
+// History (KEYS 5, 6; ARGV: size, history max versions, history cutoff ms): every publication is
+// added to the filename's history (history-index.ts), scored by its published_at (never below the
+// newest already there, so the order of scores is the order of commits); the oldest are trimmed
+// by count and age, a bounded number per commit, never the one just added. A sha256 is returned
+// as evicted (its object may be deleted) only when no retained publication, the versions list nor
+// the current entry uses it; the trimmed members are returned too (their store records go).
 const COMMIT_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local prev = ''
@@ -54,11 +61,49 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('LREM', KEYS[3], 0, ARGV[4])
 redis.call('LPUSH', KEYS[3], ARGV[4])
 local keep = tonumber(ARGV[5])
-local evicted = redis.call('LRANGE', KEYS[3], keep, -1)
+local candidates = redis.call('LRANGE', KEYS[3], keep, -1)
 redis.call('LTRIM', KEYS[3], 0, keep - 1)
+local score = tonumber(ARGV[7])
+local top = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+if top[2] and tonumber(top[2]) > score then score = tonumber(top[2]) end
+local hm = string.format('%015d', score) .. ':' .. string.format('%015d', seq) .. ':' .. ARGV[4] .. ':' .. ARGV[12] .. ':' .. ARGV[3]
+redis.call('ZADD', KEYS[5], score, hm)
+redis.call('HINCRBY', KEYS[6], 'n:' .. ARGV[4], 1)
+redis.call('HSET', KEYS[6], 'm:' .. string.sub(ARGV[4], 1, 32), hm)
+local removed = {}
+local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[13])
+if over > 0 then removed = redis.call('ZRANGE', KEYS[5], 0, math.min(over, 16) - 1) end
+local hcut = tonumber(ARGV[14])
+if #removed < 16 and hcut > 0 then
+  local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[14], 'LIMIT', #removed, 16 - #removed)
+  for i = 1, #old do removed[#removed + 1] = old[i] end
+end
+local trimmed = {}
+for i = 1, #removed do
+  local m = removed[i]
+  if m ~= hm then
+    redis.call('ZREM', KEYS[5], m)
+    trimmed[#trimmed + 1] = m
+    local sha = string.match(m, '^[^:]*:[^:]*:([^:]*):')
+    if redis.call('HINCRBY', KEYS[6], 'n:' .. sha, -1) <= 0 then
+      redis.call('HDEL', KEYS[6], 'n:' .. sha, 'm:' .. string.sub(sha, 1, 32))
+      candidates[#candidates + 1] = sha
+    end
+  end
+end
+local evicted = {}
+local seen = {}
+for i = 1, #candidates do
+  local sha = candidates[i]
+  if not seen[sha] and sha ~= ARGV[4] and redis.call('HEXISTS', KEYS[6], 'n:' .. sha) == 0 and not redis.call('LPOS', KEYS[3], sha) then
+    evicted[#evicted + 1] = sha
+  end
+  seen[sha] = true
+end
 redis.call('PUBLISH', ARGV[6], '{"seq":' .. seq .. ',"entry":' .. ARGV[2] .. '}')
-local out = {'published', ARGV[2], tostring(seq)}
+local out = {'published', ARGV[2], tostring(seq), hm, tostring(#evicted)}
 for i = 1, #evicted do out[#out + 1] = evicted[i] end
+for i = 1, #trimmed do out[#out + 1] = trimmed[i] end
 return out
 `;
 
@@ -82,6 +127,8 @@ export interface Catalog {
   /** The same snapshot with each entry as stored (its JSON, unparsed), sorted by filename. */
   snapshotJson(): Promise<CatalogJsonSnapshot>;
   seq(): Promise<number>;
+  /** Every retained publication of each file (history-index.ts). */
+  readonly history: HistoryIndex;
 }
 
 export interface CatalogJsonSnapshot {
@@ -96,18 +143,29 @@ export interface ChangeLogLimits {
   readonly retentionMs: number;
 }
 
-export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits): Catalog {
+/** How long and how many versions of each file are kept (config.history); without it, 7 days and 20,000. */
+export interface HistoryLimits {
+  readonly retentionMs: number;
+  readonly maxVersions: number;
+}
+
+export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits, history?: HistoryLimits): Catalog {
+  const historyMax = history?.maxVersions ?? 20_000;
+  const historyRetentionMs = history?.retentionMs ?? 7 * 86_400_000;
   return {
+    history: createHistoryIndex(redis, keys),
     async commit(entry, keepVersions) {
       const json = JSON.stringify(entry);
       const publishedMs = Date.parse(entry.publishedAt);
       const reply = (await redis.eval(
         COMMIT_LUA,
-        4,
+        6,
         keys.catalog,
         keys.catalogSeq,
         keys.catalogVersions(entry.filename),
         keys.changeLog,
+        keys.history(entry.filename),
+        keys.historyRefs(entry.filename),
         entry.filename,
         json,
         String(entry.generatedAtMs),
@@ -119,13 +177,18 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         String(changeLog ? Date.now() - changeLog.retentionMs : 0),
         JSON.stringify(changeEntryOf(entry)),
         entry.sourceSha256 ?? '',
+        String(entry.size),
+        String(historyMax),
+        String(Date.now() - historyRetentionMs),
       )) as string[];
-      const [outcome, current, seq, ...evicted] = reply;
+      const [outcome, current, seq, member, count, ...rest] = reply;
+      const n = Number(count ?? 0);
       return {
         outcome: outcome as CommitOutcome,
         current: JSON.parse(current as string) as CatalogEntry,
         seq: Number(seq),
-        evicted,
+        evicted: rest.slice(0, n),
+        ...(outcome === 'published' ? { history: { added: member as string, removed: rest.slice(n) } } : {}),
       };
     },
     async carry(sha256, bytes) {

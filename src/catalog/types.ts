@@ -35,8 +35,13 @@ export interface CommitResult {
   /** The entry published under the filename after the commit. */
   readonly current: CatalogEntry;
   readonly seq: number;
-  /** Version hashes that fell out of the retained history: their objects may be deleted. */
+  /**
+   * Version hashes no longer used by the versions list, the retained history nor the current
+   * entry: their objects may be deleted.
+   */
   readonly evicted: readonly string[];
+  /** When published: the history member added and those trimmed (history-index.ts), for the store's records. */
+  readonly history?: { readonly added: string; readonly removed: readonly string[] };
 }
 
 /** Announced on the catalog channel after every published change. */

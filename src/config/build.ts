@@ -44,6 +44,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined,
       publishRate: p.publish_rate ? { max: p.publish_rate.max, perMs: dur(p.publish_rate.per) } : undefined,
       streams: p.streams,
+      historyMs: p.history === undefined ? undefined : dur(p.history),
     };
   }
 
@@ -149,6 +150,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       streamLeaseMs: dur(f.changes.stream_lease),
       maxBufferedBytes: f.changes.max_buffered_bytes,
     },
+    history: { retentionMs: dur(f.history.retention), maxVersions: f.history.max_versions },
   };
 }
 

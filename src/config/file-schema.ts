@@ -53,6 +53,7 @@ const Plan = Type.Object(
         description: 'open /v1/stream connections per key, on all readers together; default: changes.streams_per_key',
       }),
     ),
+    history: Type.Optional(duration({ description: 'how far back its keys may read older versions (GET /v1/history); absent: no history' })),
   },
   closed,
 );
@@ -227,12 +228,24 @@ export const FileSchema = Type.Object(
       },
       section,
     ),
+    history: Type.Object(
+      {
+        retention: duration({ default: '7d', description: 'every published version is kept at least this long (GET /v1/history), then removed' }),
+        max_versions: Type.Integer({
+          minimum: 1,
+          maximum: 10_000_000,
+          default: 20_000,
+          description: 'at most this many versions kept per filename, whatever their age',
+        }),
+      },
+      section,
+    ),
   },
   {
     ...closed,
     title: 'oddsfiles configuration file (ODDSFILES_CONFIG)',
     description:
-      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish and changes are merged field by field.',
+      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish, changes and history are merged field by field.',
   },
 );
 

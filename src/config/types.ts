@@ -30,6 +30,8 @@ export interface Plan {
   readonly publishRate?: Rate | undefined;
   /** Open /v1/stream connections per key, on all readers together; undefined: changes.streamsPerKey. */
   readonly streams: number | undefined;
+  /** How far back its keys may read older versions (ms); undefined: no history. */
+  readonly historyMs?: number | undefined;
 }
 
 export interface Marketplace {
@@ -157,5 +159,10 @@ export interface Config {
     readonly streamLeaseMs: number;
     /** Unread bytes after which a stream client is dropped. */
     readonly maxBufferedBytes: number;
+  };
+  /** Every published version kept for a while (GET /v1/history). */
+  readonly history: {
+    readonly retentionMs: number;
+    readonly maxVersions: number;
   };
 }

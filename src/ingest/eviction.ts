@@ -2,7 +2,9 @@
  * Versions that fell out of a filename's history, deleted from the store once a manifest newer
  * than their eviction is written, so a reader that starts from the manifest (Redis away) never
  * finds it naming a deleted object. A crash before that leaves the old object behind (garbage),
- * never a dangling manifest.
+ * never a dangling manifest. At that point a version is deleted only if nothing uses it again:
+ * not the current entry, the versions list nor a retained publication (the same bytes may have
+ * been published again meanwhile).
  */
 import type { Catalog } from '../catalog/redis-catalog.js';
 import type { Logger } from '../log.js';
@@ -17,7 +19,7 @@ export interface Eviction {
 }
 
 export interface EvictionDeps {
-  readonly catalog: Pick<Catalog, 'getMany'>;
+  readonly catalog: Pick<Catalog, 'history'>;
   readonly store: Pick<Store, 'delete'>;
   readonly log: Logger;
 }
@@ -39,11 +41,11 @@ export function createEviction(deps: EvictionDeps): Eviction {
       const due = deletes.filter((d) => d.seq <= written);
       deletes = deletes.filter((d) => d.seq > written);
       if (due.length === 0) return;
-      // A version may have been published again since it was evicted: never delete what is current.
-      // One HMGET for them all; if Redis fails, nothing is deleted (garbage, never a dangling name).
-      const latest = await catalog.getMany(due.map((d) => d.filename)).catch(() => undefined);
-      if (!latest) return;
-      const doomed = due.filter((d, i) => latest[i] !== undefined && latest[i]!.sha256 !== d.sha256);
+      // A version may have been published again since it was evicted: never delete what is used.
+      // One pipeline for them all; if Redis fails, nothing is deleted (garbage, never a dangling name).
+      const used = await catalog.history.inUse(due).catch(() => undefined);
+      if (!used) return;
+      const doomed = due.filter((_, i) => used[i] === false);
       await inBatches(doomed, (d) =>
         store
           .delete(objectKey(d.filename, d.sha256))

@@ -33,12 +33,20 @@ import { createBackgroundStep } from './background-step.js';
 import { createCatalogMirror } from './catalog-mirror.js';
 import { createClaimRemoval } from './claim-removal.js';
 import { createEviction } from './eviction.js';
+import { createHistoryRecords } from './history-records.js';
 
 export interface ManifestWriter {
   /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
    *  removed once a manifest covering `seq` is written. `entry` is what was committed: with it the
    *  next write applies the commit to the catalog it holds instead of re-reading the catalog. */
-  committed(seq: number, filename: string, evicted: readonly string[], claim: string, entry?: CatalogEntry): void;
+  committed(
+    seq: number,
+    filename: string,
+    evicted: readonly string[],
+    claim: string,
+    entry?: CatalogEntry,
+    history?: { readonly added: string; readonly removed: readonly string[] },
+  ): void;
   /** Compare the manifest with the catalog soon (writing it if behind), then remove `claim`. */
   check(claim: string): void;
   /** Write what is pending and remove the claims waiting for it; rejects if the store or Redis fail. */
@@ -73,6 +81,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   const mirror = createCatalogMirror(catalog);
   const claims = createClaimRemoval({ log, ...(opts.syncIoMaxBytes !== undefined ? { syncIoMaxBytes: opts.syncIoMaxBytes } : {}) });
   const eviction = createEviction({ catalog, store, log });
+  const records = createHistoryRecords({ catalog, store, log });
   /** The coalescing window: four times what the last write took, within [coalesceMs, maxCoalesceMs]. */
   let windowMs = coalesceMs;
   /** The catalog seq the manifest must reach: this process's commits, or a repair it took on. */
@@ -136,12 +145,16 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
     await claims.removeChecked(checked);
     await claims.removeCovered(written);
     await eviction.deleteCovered(written);
+    // The store's history records (history-records.ts); at start and periodically, a history index
+    // Redis lost is rebuilt from them.
+    await records.flush();
+    if (all) await records.repair();
   };
 
   const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0;
   const background = createBackgroundStep({
     step,
-    more: () => own > written || checkAll || verifyOwn || claims.awaitingCheck(),
+    more: () => own > written || checkAll || verifyOwn || claims.awaitingCheck() || records.pending() > 0,
     delay: () => windowMs,
     onFailure: (err, attempt) => log.warn({ err: { message: (err as Error).message }, attempt }, 'could not write the manifest; will retry'),
   });
@@ -156,7 +169,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   background.schedule(coalesceMs);
 
   return {
-    committed(seq, filename, evicted, claim, entry) {
+    committed(seq, filename, evicted, claim, entry, history) {
       if (catalogReset) {
         // The catalog started afresh (Redis lost its data): its seqs start again too. Claims of
         // commits from before stay in .processing; recovery publishes them into the new catalog.
@@ -167,6 +180,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       if (seq > own) own = seq;
       mirror.committed(seq, filename, entry);
       eviction.evicted(seq, filename, evicted);
+      if (history) records.committed(filename, history.added, history.removed);
       claims.afterManifest(seq, claim, entry?.size);
       background.schedule(windowMs);
     },

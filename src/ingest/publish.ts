@@ -192,7 +192,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
             }
           }
           // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
-          manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry);
+          manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry, result.history);
         }
       }
       if (outcome === 'unchanged') {

@@ -83,6 +83,7 @@ export function createMarketplaceAuth(marketplaces: readonly Marketplace[], plan
       kind: 'subscriber' as const,
       rate: mapped.plan.rate,
       streams: mapped.plan.streams,
+      historyMs: mapped.plan.historyMs,
       rateKey: `subscriber:${e.m.name}:${who}`,
     });
     if (cache.size >= MAX_CACHED_PRINCIPALS) cache.clear();

@@ -26,6 +26,8 @@ export interface Principal {
   readonly rate: Rate | undefined;
   /** Open /v1/stream connections allowed at once (its plan's `streams`); undefined: the default. */
   readonly streams: number | undefined;
+  /** How far back it may read older versions (its plan's `history`, ms); undefined: no history. */
+  readonly historyMs?: number | undefined;
   /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
   readonly rateKey: string;
   /**
@@ -104,6 +106,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       kind: 'key' as const,
       rate,
       streams: record.plan === null ? undefined : plans[record.plan]?.streams,
+      historyMs: plan?.historyMs,
       rateKey: `key:${record.id}`,
       publisher,
     });

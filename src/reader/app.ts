@@ -47,6 +47,7 @@ import { createRequestIds, minLoggedStatus, ReaderLogController } from './reques
 import type { ReaderState } from './state.js';
 import type { ChangeFeed } from './changes/feed.js';
 import { registerChangeRoutes } from './changes/routes.js';
+import { registerHistory } from './history/index.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import type { StreamSlots } from './changes/stream-slots.js';
 import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
@@ -241,6 +242,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       onTooManyStreams: deps.changeCounters?.tooManyStreams,
     });
   }
+  registerHistory(app, { v1, redis: deps.redis, prefix: config.redis.prefix, store: deps.store, log });
   app.get(OPENAPI_PATH, { schema: OPENAPI_ROUTE_SCHEMA }, openApiHandler(app));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler({ redis: deps.redis, store: deps.store, loaded: state.loaded }));

@@ -16,6 +16,7 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGE_QUERIES } from './changes/openapi.js';
+import { HISTORY_PARAMS } from './history/openapi.js';
 import { COMMON_PROBLEMS, METHOD_NOT_ALLOWED, PROBLEM_SCHEMA, problem, RATE_HEADERS, RETRY_AFTER, VARY } from './openapi-parts.js';
 import { PUT_DOCUMENTED_REQUEST } from './publish-openapi.js';
 
@@ -171,6 +172,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'odds', description: 'Listing and downloading the files.' },
         { name: 'publishing', description: 'Publishing files with a publisher key (PUT), when the service takes them.' },
         { name: 'changes', description: 'Learning of new versions as they are published: a catalog with a position, a long-poll, and server-sent events.' },
+        { name: 'history', description: 'Older versions of a file, kept for a while: listed, as of a moment, and their bytes (plans with history).' },
         { name: 'meta', description: 'About the API itself.' },
       ],
       components: {
@@ -196,6 +198,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       if (route.method === 'HEAD') out = headOperation(out);
       if (route.method === 'PUT') out = { ...out, ...PUT_DOCUMENTED_REQUEST };
       if (url === '/v1/data/*') return { schema: { ...out, params: FILENAME_PARAMS }, url: '/v1/data/:filename' };
+      const history = HISTORY_PARAMS[url];
+      if (history) return { schema: { ...out, ...history }, url };
       const query = CHANGE_QUERIES[url];
       if (query) return { schema: { ...out, querystring: query }, url };
       return { schema: out, url };

@@ -10,6 +10,13 @@ export interface RedisKeys {
   readonly catalogSeq: string;
   /** List of a filename's version hashes, newest first. */
   catalogVersions(filename: string): string;
+  /**
+   * Sorted set: a filename's retained publications (history-index.ts), scored by published_at ms;
+   * members `<publishedMs>:<seq>:<sha256>:<size>:<generatedAtMs>`.
+   */
+  history(filename: string): string;
+  /** Hash: `n:<sha256>` → how many retained publications use it; `m:<etag hex>` → the latest one; `built` once rebuilt. */
+  historyRefs(filename: string): string;
   /** Pub/sub channel announcing catalog changes. */
   readonly catalogChannel: string;
   /** Stream: every published change under the id `<seq>-0` (the change log behind /v1/changes and /v1/stream). */
@@ -50,6 +57,8 @@ export function redisKeys(prefix: string): RedisKeys {
     catalog: `${prefix}:catalog`,
     catalogSeq: `${prefix}:catalog:seq`,
     catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
+    history: (filename) => `${prefix}:history:${filename}`,
+    historyRefs: (filename) => `${prefix}:historyrefs:${filename}`,
     catalogChannel: `${prefix}:catalog:changes`,
     changeLog: `${prefix}:catalog:log`,
     readerStats: (id) => `${prefix}:readers:changes:${id}`,
