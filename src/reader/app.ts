@@ -12,7 +12,7 @@
  * exempt), and no stack trace or internal path in any answer.
  */
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { fastify, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
@@ -24,7 +24,8 @@ import { createFileLists } from './allow.js';
 import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
 import { createReaderDeltas } from './delta.js';
 import { clientIp, trustFunction } from './client-ip.js';
-import { createFrontDoor, type FrontDoor } from './front-door.js';
+import { createFrontDoor, routeThroughFrontDoor } from './front-door.js';
+export { frontDoorAnswered } from './front-door.js';
 import { FILES_PATH } from './files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
 import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
@@ -273,31 +274,4 @@ function viaFastify(v1: V1Handler, nameOf: (request: FastifyRequest) => string |
     const r = v1.resolve(request.raw as IncomingMessage, nameOf(request));
     return r instanceof Promise ? r.then(send) : send(r);
   };
-}
-
-/**
- * Put the front door in front of Fastify's handler on the server's request event. Fastify gives its
- * handler to the server it creates and adds no other request listener; anything else means this
- * is not the server it was written for, and every request stays with Fastify.
- */
-function routeThroughFrontDoor(app: FastifyInstance, door: FrontDoor): void {
-  const server = app.server as unknown as Server;
-  const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  if (listeners.length !== 1) {
-    app.log.warn({ listeners: listeners.length }, 'the front door is off: the server has an unexpected request listener');
-    return;
-  }
-  const fastifyHandler = listeners[0]!;
-  server.removeListener('request', fastifyHandler);
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!door.handle(req, res)) fastifyHandler(req, res);
-  });
-  frontDoors.set(app, door);
-}
-
-const frontDoors = new WeakMap<FastifyInstance, FrontDoor>();
-
-/** How many requests the front door of `app` has taken (undefined: it has none). */
-export function frontDoorAnswered(app: FastifyInstance): number | undefined {
-  return frontDoors.get(app)?.answered;
 }

@@ -9,7 +9,8 @@
  * body, HTTP/2, a query string or a percent-encoded or over-long name (Fastify's routing decodes
  * and bounds them), an overloaded process (503) and a closing one (`Connection: close`).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import { HttpProblem } from '../errors.js';
 import { REQUEST_LINE_MSG, type Logger } from '../log.js';
 import { DATA_PREFIX, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
@@ -86,4 +87,31 @@ export function createFrontDoor(deps: FrontDoorDeps): FrontDoor {
       return answered;
     },
   };
+}
+
+/**
+ * Put the front door in front of Fastify's handler on the server's request event. Fastify gives its
+ * handler to the server it creates and adds no other request listener; anything else means this
+ * is not the server it was written for, and every request stays with Fastify.
+ */
+export function routeThroughFrontDoor(app: FastifyInstance, door: FrontDoor): void {
+  const server = app.server as unknown as Server;
+  const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (listeners.length !== 1) {
+    app.log.warn({ listeners: listeners.length }, 'the front door is off: the server has an unexpected request listener');
+    return;
+  }
+  const fastifyHandler = listeners[0]!;
+  server.removeListener('request', fastifyHandler);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!door.handle(req, res)) fastifyHandler(req, res);
+  });
+  frontDoors.set(app, door);
+}
+
+const frontDoors = new WeakMap<FastifyInstance, FrontDoor>();
+
+/** How many requests the front door of `app` has taken (undefined: it has none). */
+export function frontDoorAnswered(app: FastifyInstance): number | undefined {
+  return frontDoors.get(app)?.answered;
 }
