@@ -70,7 +70,7 @@ describe('embedded defaults', () => {
     const c = load();
     expect(Object.keys(c.plans).sort()).toEqual(['free', 'pro']);
     expect(c.plans.free).toEqual({ name: 'free', allow: ['site_pregame_*'], rate: { max: 30, perMs: 60_000 } });
-    expect(c.plans.pro).toEqual({ name: 'pro', allow: ['*'], rate: { max: 600, perMs: 60_000 } });
+    expect(c.plans.pro).toEqual({ name: 'pro', allow: ['*'], rate: { max: 600, perMs: 60_000 }, historyMs: 86_400_000 });
     expect(c.marketplaces).toEqual([]);
   });
 

@@ -101,7 +101,7 @@ export const FileSchema = Type.Object(
       propertyNames: { pattern: '^[A-Za-z0-9_-]{1,64}$' },
       default: {
         free: { allow: ['site_pregame_*'], rate: { max: 30, per: '1m' } },
-        pro: { allow: ['*'], rate: { max: 600, per: '1m' } },
+        pro: { allow: ['*'], rate: { max: 600, per: '1m' }, history: '24h' },
       },
     }),
     marketplaces: Type.Array(Marketplace, { default: [] }),

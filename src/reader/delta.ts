@@ -15,7 +15,6 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import canonicalize from 'canonicalize';
-import jsonpatch from 'fast-json-patch';
 import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
 import { createRecentVersions } from '../catalog/recent-versions.js';
@@ -27,7 +26,8 @@ import type { Answer } from './answer.js';
 import type { PublishedCache } from './cache.js';
 import { CACHE_CONTROL, dataAnswer, GENERATED_AT } from './data-route.js';
 import { compress, parseAcceptEncoding } from './encoding.js';
-import { applyMergePatch, createMergePatch, type Json } from './merge-patch.js';
+import type { Json } from './merge-patch.js';
+import { makePatches, type Im } from './patches.js';
 import { createVersionBytes, type VersionBytes } from './version-bytes.js';
 import type { Variant, Version } from './version.js';
 
@@ -37,7 +37,7 @@ export const DELTA_DEPTH = 8;
 export const CANONICAL_DIGEST = 'json-canonical-sha256';
 export const DELTA_VARY = 'Accept-Encoding, A-IM, If-None-Match';
 
-export type Im = 'json-patch' | 'merge-patch';
+export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
 type Encoded = Partial<Record<'identity' | 'gzip' | 'br', Buffer>>;
 type Pair = Partial<Record<Im, Encoded>>;
@@ -130,24 +130,7 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     const to = JSON.parse(version.identity.body.toString('utf8')) as Json;
     const target = canonicalOf(version, to);
     const pair: Pair = {};
-    const attempt = async (im: Im, make: () => unknown, apply: (p: unknown) => unknown) => {
-      try {
-        const patch = make();
-        if (canonicalize(apply(patch)) === target) pair[im] = await encode(patch);
-      } catch {
-        // Not expressible (e.g. a member named __proto__): that IM is not offered for this pair.
-      }
-    };
-    await attempt(
-      'json-patch',
-      () => jsonpatch.compare(from as object, to as object),
-      (p) => jsonpatch.applyPatch(jsonpatch.deepClone(from), p as jsonpatch.Operation[], false, true, true).newDocument,
-    );
-    await attempt(
-      'merge-patch',
-      () => createMergePatch(from, to),
-      (p) => applyMergePatch(from, p as Json),
-    );
+    for (const [im, patch] of Object.entries(makePatches(from, to, target)) as [Im, unknown][]) pair[im] = await encode(patch);
     return pair;
   };
 

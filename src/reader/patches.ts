@@ -1,0 +1,36 @@
+/**
+ * The patches that turn one version of a document into another, as JSON values: JSON Patch
+ * (RFC 6902, fast-json-patch: addresses array elements, where the odds are) and JSON Merge Patch
+ * (RFC 7396: replaces arrays whole). Each is checked by applying it: one that does not give the
+ * target back exactly (as canonical JSON, RFC 8785) is not offered. Used by the reader's deltas and
+ * by the deltas bench, so both measure and serve the same thing.
+ */
+import canonicalize from 'canonicalize';
+import jsonpatch from 'fast-json-patch';
+import { applyMergePatch, createMergePatch, type Json } from './merge-patch.js';
+
+export type Im = 'json-patch' | 'merge-patch';
+
+/** The patches from `from` to `to` that rebuild `to` exactly (`target`: its canonical JSON). */
+export function makePatches(from: Json, to: Json, target: string = canonicalize(to)!): Partial<Record<Im, unknown>> {
+  const out: Partial<Record<Im, unknown>> = {};
+  const attempt = (im: Im, make: () => unknown, apply: (p: unknown) => unknown) => {
+    try {
+      const patch = make();
+      if (canonicalize(apply(patch)) === target) out[im] = patch;
+    } catch {
+      // Not expressible (e.g. a member named __proto__): that IM is not offered for this pair.
+    }
+  };
+  attempt(
+    'json-patch',
+    () => jsonpatch.compare(from as object, to as object),
+    (p) => jsonpatch.applyPatch(jsonpatch.deepClone(from), p as jsonpatch.Operation[], false, true, true).newDocument,
+  );
+  attempt(
+    'merge-patch',
+    () => createMergePatch(from, to),
+    (p) => applyMergePatch(from, p as Json),
+  );
+  return out;
+}
