@@ -123,6 +123,13 @@ describe('deltas end to end', () => {
     expect(plain.headers.get('json-canonical-sha256')).toBeNull();
     expect(Buffer.from(await plain.arrayBuffer()).equals(b)).toBe(true);
     expect((await get(LIVE, { 'if-none-match': etagB, 'accept-encoding': 'identity' })).status).toBe(304);
+    // Any coding's ETag of the version held is current: a patched copy keeps the plain ETag of a
+    // 226 and asks again with gzip; a copy fetched with gzip asks again without it.
+    const gz = await get(LIVE, { 'if-none-match': etagB, 'a-im': 'json-patch', 'accept-encoding': 'gzip' });
+    expect(gz.status).toBe(304);
+    expect(gz.headers.get('etag')).toBe(`${etagB.slice(0, -1)}-gz"`);
+    expect((await get(LIVE, { 'if-none-match': `${etagB.slice(0, -1)}-gz"`, 'accept-encoding': 'identity' })).status).toBe(304);
+    expect((await get(LIVE, { 'if-none-match': `W/${etagB.slice(0, -1)}-br"`, 'accept-encoding': 'gzip' })).status).toBe(304);
   });
 
   it('answers the whole file when the patch would not be smaller, or the base is more than 8 versions back', async () => {

@@ -78,18 +78,26 @@ export function compress(bytes: Buffer, coding: CompressedCoding): Promise<Buffe
 
 /**
  * If-None-Match against the current representation's ETag: true when the client's copy is
- * current (weak comparison, as RFC 9110 §13.1.2 requires for this header).
+ * current (weak comparison, as RFC 9110 requires for this header). The ETags of one version's
+ * codings (`"…"`, `"…-gz"`, `"…-br"`) are weakly equal: the same document, however it was sent.
  */
 export function etagMatches(ifNoneMatch: string, etag: string): boolean {
   if (ifNoneMatch === etag) return true;
   const trimmed = ifNoneMatch.trim();
   if (trimmed === '*') return true;
+  // The codings of one version are the same document: a copy kept under any of its ETags is current.
+  const version = versionTag(etag);
   for (const raw of trimmed.split(',')) {
     let tag = raw.trim();
     if (tag.startsWith('W/')) tag = tag.slice(2);
-    if (tag === etag) return true;
+    if (tag === etag || versionTag(tag) === version) return true;
   }
   return false;
+}
+
+/** An ETag without its coding's suffix (`"…-gz"`, `"…-br"` → `"…"`). */
+function versionTag(tag: string): string {
+  return tag.endsWith('-gz"') || tag.endsWith('-br"') ? `${tag.slice(0, -4)}"` : tag;
 }
 
 /** If-Modified-Since (only consulted without If-None-Match): true when not modified since. */

@@ -125,7 +125,13 @@ export function refuseOtherMethodsWithPut(request: FastifyRequest, reply: Fastif
 }
 
 export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sendProblem(reply, new HttpProblem('not_found', 'No such resource. The API serves GET /v1/files and GET /v1/data/{filename}.'));
+  return sendProblem(
+    reply,
+    new HttpProblem(
+      'not_found',
+      'No such resource. The API serves GET /v1/files, /v1/data/{filename}, /v1/catalog, /v1/changes, /v1/stream and /v1/history/{filename} (PUT /v1/data/{filename} to publish); GET /v1/openapi.json describes them.',
+    ),
+  );
 }
 
 /**
