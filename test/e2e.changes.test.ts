@@ -236,7 +236,7 @@ describe('the change feed end to end', () => {
     await expect.poll(async () => (await get('/v1/files', created.stdout.trim())).status, { timeout: 5000, interval: 100 }).toBe(200);
     const closing = await stream(created.stdout.trim());
     expect(closing.status).toBe(200);
-    const closedLines = () => svc.logs.filter((l) => l.url === '/v1/stream' && l.status === 200 && l.keyId === closerId).length;
+    const closedLines = () => svc.logs.filter((l) => l.url === '/v1/stream' && l.status === 200 && l.keyId === closerId && l.ip === '127.0.0.1').length;
     closing.close();
     await svc.waitForLog(() => closedLines() > 0, 5000);
     await expect.poll(() => metric(served), { timeout: 5000 }).toBe(servedBefore + 1);

@@ -18,7 +18,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { createMarketplaceAuth } from '../keys/marketplace.js';
 import type { Principal } from '../keys/ring.js';
-import { REDACT_PATHS, type Logger } from '../log.js';
+import { REDACT_PATHS, REQUEST_LINE_MSG, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createFileLists } from './allow.js';
 import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
@@ -44,10 +44,10 @@ import {
   sendFlat,
 } from './problem.js';
 import type { RateLimitCheck } from './rate-limit.js';
-import { createRequestIds, minLoggedStatus, ReaderLogController } from './request-log.js';
+import { createRequestIds, minLoggedStatus, ReaderLogController, requestLine } from './request-log.js';
 import type { ReaderState } from './state.js';
 import type { ChangeFeed } from './changes/feed.js';
-import { registerChangeRoutes } from './changes/routes.js';
+import { registerChangeRoutes, STREAM_PATH } from './changes/routes.js';
 import { registerHistory } from './history/index.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import type { StreamSlots } from './changes/stream-slots.js';
@@ -241,6 +241,11 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       slots: deps.streamSlots,
       onWaiting: deps.changeCounters?.waiting,
       onTooManyStreams: deps.changeCounters?.tooManyStreams,
+      onClientClosed: (request, ms, ip) => {
+        if (200 >= minLoggedStatus(config.reader.requestLog))
+          log.info(requestLine(request.id, request.method, request.url, 200, ms, request.principal?.id, ip), REQUEST_LINE_MSG);
+        deps.onFrontDoorResponse?.(STREAM_PATH, request.method, 200, ms);
+      },
     });
   }
   registerHistory(app, { v1, redis: deps.redis, prefix: config.redis.prefix, store: deps.store, log });

@@ -44,6 +44,11 @@ export interface ChangeRoutesDeps {
   readonly onWaiting?: ((delta: number) => void) | undefined;
   /** A stream refused for the key's limit (counted with the other 429s). */
   readonly onTooManyStreams?: (() => void) | undefined;
+  /**
+   * A stream its client closed: it gets the request line and count every answer gets here, as
+   * Fastify gives them only to a response that finishes (a stream the server ends).
+   */
+  readonly onClientClosed?: ((request: FastifyRequest, ms: number, ip: string | undefined) => void) | undefined;
 }
 
 const STARTING = new HttpProblem('unavailable', 'The change log is not reachable yet; retry in a moment.', { 'retry-after': '1' });
@@ -207,6 +212,14 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       if (taken === 'full') return tooMany();
       reply.hijack();
       const res = reply.raw;
+      const start = performance.now();
+      // Read now: once the client has gone, its socket no longer says.
+      const ip = request.ip;
+      let finished = false;
+      res.once('finish', () => (finished = true));
+      res.once('close', () => {
+        if (!finished) deps.onClientClosed?.(request, performance.now() - start, ip);
+      });
       if (taken) {
         // Gone while the slot was taken: give it back at once.
         if (res.destroyed) return void deps.slots!.release(rateKey, taken.slot);

@@ -81,7 +81,9 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (n <= 0) perKey.delete(s.principal.rateKey);
     else perKey.set(s.principal.rateKey, n);
     counters?.closed?.();
-    if (event !== undefined && !s.res.destroyed) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
+    // Closed by its client: nothing to end (the route gives it its request line and count).
+    if (s.res.destroyed) return;
+    if (event !== undefined) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
     s.res.end();
     // A client that reads nothing never lets the end through: give it a few seconds, no more.
     const t = setTimeout(() => s.res.destroy(), END_GRACE_MS);
