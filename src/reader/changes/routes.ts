@@ -17,7 +17,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import type { PublishedCache } from '../cache.js';
-import { CACHE_CONTROL } from '../data-route.js';
 import { sendFlat } from '../problem.js';
 import type { Admitted, V1Handler, V1Reply } from '../v1-handler.js';
 import { etagFor } from '../version.js';
@@ -25,6 +24,7 @@ import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from 
 import type { ChangeFeed } from './feed.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { StreamHub } from './streams.js';
+import { jsonAnswer } from '../json-answer.js';
 
 export const CATALOG_PATH = '/v1/catalog';
 export const CHANGES_PATH = '/v1/changes';
@@ -54,11 +54,8 @@ export interface ChangeRoutesDeps {
 const STARTING = new HttpProblem('unavailable', 'The change log is not reachable yet; retry in a moment.', { 'retry-after': '1' });
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 100;
-const JSON_HEADERS = ['cache-control', CACHE_CONTROL, 'content-type', 'application/json'];
 
-function json(body: unknown) {
-  return { status: 200, headers: JSON_HEADERS, body: Buffer.from(JSON.stringify(body)) };
-}
+const json = jsonAnswer;
 
 function changesAnswer(r: { events: readonly { json: unknown }[]; next: number }) {
   return json({ changes: r.events.map((e) => e.json), next: r.next });

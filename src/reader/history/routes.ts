@@ -23,10 +23,10 @@ import { etagFor } from '../version.js';
 import type { VersionBytes } from '../version-bytes.js';
 import type { HistoryBytes } from './bytes.js';
 import { HISTORY_LIST_PATH, HISTORY_LIST_SCHEMA, HISTORY_VERSION_PATH, HISTORY_VERSION_SCHEMA } from './openapi.js';
+import { jsonAnswer } from '../json-answer.js';
 
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 100;
-const JSON_HEADERS = ['cache-control', 'private, no-cache', 'content-type', 'application/json'];
 const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 const ETAG_RE = /^"?([0-9a-f]{32})"?$/;
 /** ISO 8601 with a date and a time (and a zone), as the API writes them. */
@@ -41,9 +41,7 @@ export interface HistoryRoutesDeps {
   readonly now?: () => number;
 }
 
-function json(body: unknown) {
-  return { status: 200, headers: JSON_HEADERS, body: Buffer.from(JSON.stringify(body)) };
-}
+const json = jsonAnswer;
 
 const bad = (detail: string) => new HttpProblem('bad_request', detail);
 const NO_HISTORY = new HttpProblem(
