@@ -6,7 +6,6 @@
  * and refuse, naming the folder the workers watch; `publish` with no worker running times out with
  * what to check; an unreachable Redis is named, without its password, in one line.
  */
-import { createServer } from 'node:net';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -19,20 +18,10 @@ import { redisKeys } from '../src/redis/keys.js';
 import { drop, rejectionRecords, tinyDoc } from './helpers/drops.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
+import { freePort } from './helpers/faults.js';
 
 const DAY = 86_400_000;
 const FEED = 'site_live_bluewater_soccer.json';
-
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 describe('oddsfiles commands against a running service', () => {
   const prefix = uniquePrefix('e2e-cli');
@@ -222,7 +211,7 @@ describe('oddsfiles commands without a worker, or without Redis', () => {
   });
 
   it('Redis unreachable: status and start exit 1 with one line naming the server (not its password) and what to check', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const dataDir = await makeDataDir('e2e-cli-noredis');
     const env = baseEnv(dataDir, uniquePrefix('e2e-cli-noredis'), { REDIS_URL: `redis://:hunter2@127.0.0.1:${port}` });
     const [status, start] = await Promise.all([runCli(env, ['status']), runCli(env, ['start', '--roles', 'worker'], 40_000)]);

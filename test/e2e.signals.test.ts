@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, ROOT, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
+import { freePort } from './helpers/faults.js';
 
 describe('oddsfiles start: signals', () => {
   const prefix = uniquePrefix('e2e-signals');
@@ -45,17 +46,6 @@ describe('oddsfiles start: signals', () => {
     expect(svc.logs.some((l) => l.msg === 'second signal: exiting now')).toBe(true);
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -5,39 +5,19 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.js';
 import type { RejectionRecord } from './rejected.js';
-
-const KEEP = 1000;
+import { createRecentLog } from './recent-log.js';
 
 export function createRejectionLog(redis: Redis, keys: RedisKeys) {
+  const log = createRecentLog<RejectionRecord>(redis, keys.rejections);
   return {
-    async record(r: RejectionRecord): Promise<void> {
-      await redis
-        .multi()
-        .zadd(keys.rejections, Date.parse(r.received_at) || Date.now(), JSON.stringify(r))
-        .zremrangebyrank(keys.rejections, 0, -KEEP - 1)
-        .exec();
-    },
+    record: log.record,
     /** Forget one (its rejection was withdrawn); `r` as recorded. */
-    async remove(r: RejectionRecord): Promise<void> {
-      await redis.zrem(keys.rejections, JSON.stringify(r));
-    },
-    async latest(count: number): Promise<RejectionRecord[]> {
-      const members = await redis.zrevrange(keys.rejections, 0, count - 1);
-      return members.map((m) => JSON.parse(m) as RejectionRecord);
-    },
-    /** Remove the entries of these rejections (ids of REJECTED_DIR); the log is small (KEEP entries). */
+    remove: log.remove,
+    latest: log.latest,
+    /** Remove the entries of these rejections (ids of REJECTED_DIR). */
     async forget(ids: Iterable<string>): Promise<void> {
       const wanted = new Set(ids);
-      if (wanted.size === 0) return;
-      const members = await redis.zrange(keys.rejections, 0, -1);
-      const gone = members.filter((m) => {
-        try {
-          return wanted.has((JSON.parse(m) as RejectionRecord).id);
-        } catch {
-          return false;
-        }
-      });
-      if (gone.length > 0) await redis.zrem(keys.rejections, ...gone);
+      if (wanted.size > 0) await log.removeWhere((r) => wanted.has(r.id));
     },
   };
 }

@@ -1,8 +1,7 @@
 /** The last superseded drops, kept in Redis for `oddsfiles status`: which published generated_at won. */
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis/keys.js';
-
-const KEEP = 1000;
+import { createRecentLog } from './recent-log.js';
 
 export interface SupersededRecord {
   readonly filename: string;
@@ -14,17 +13,6 @@ export interface SupersededRecord {
 }
 
 export function createSupersededLog(redis: Redis, keys: RedisKeys) {
-  return {
-    async record(r: SupersededRecord): Promise<void> {
-      await redis
-        .multi()
-        .zadd(keys.superseded, Date.parse(r.received_at) || Date.now(), JSON.stringify(r))
-        .zremrangebyrank(keys.superseded, 0, -KEEP - 1)
-        .exec();
-    },
-    async latest(count: number): Promise<SupersededRecord[]> {
-      const members = await redis.zrevrange(keys.superseded, 0, count - 1);
-      return members.map((m) => JSON.parse(m) as SupersededRecord);
-    },
-  };
+  const log = createRecentLog<SupersededRecord>(redis, keys.superseded);
+  return { record: log.record, latest: log.latest };
 }
