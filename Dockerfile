@@ -5,7 +5,7 @@ FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
-COPY workers ./workers
+COPY bin ./bin
 COPY schemas ./schemas
 # npm ci runs `prepare` (the TypeScript build into dist/), then the dev dependencies go.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
@@ -31,5 +31,5 @@ COPY --from=build /app/schemas ./schemas
 # workers (user node, uid 1000) can create INBOX_DIR/.processing and write REJECTED_DIR.
 RUN mkdir -p /data/inbox /data/rejected && chown -R node:node /data
 USER node
-ENTRYPOINT ["node", "dist/workers/oddsfiles.js"]
+ENTRYPOINT ["node", "dist/bin/oddsfiles.js"]
 CMD ["start"]

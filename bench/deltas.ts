@@ -1,7 +1,7 @@
 /**
  * Deltas: bytes sent per update of a live file where 5 % of the prices changed (JSON Merge Patch
  * and JSON Patch, raw and gzip, against the gzip whole file: goal ≤ 1/10), and the time to build
- * the patches of one pair as the reader does (parse both, src/reader/patches.ts: diff, check by
+ * the patches of one pair as the reader does (parse both, src/reader/deltas/patches.ts: diff, check by
  * applying, canonical JSON), at 200 KB and 2 MB, in this process. Then freshness with clients
  * asking for patches: an oddsfiles process, a new version of a 200 KB live file renamed into its
  * inbox each round, rename → first GET serving it, in rounds alternating between no patch clients
@@ -11,8 +11,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import canonicalize from 'canonicalize';
-import type { Json } from '../src/reader/merge-patch.js';
-import { makePatches } from '../src/reader/patches.js';
+import type { Json } from '../src/reader/deltas/merge-patch.js';
+import { makePatches } from '../src/reader/deltas/patches.js';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
 import { benchArgs, commandLine } from './lib/cli.js';
 import { docTemplate } from './lib/drops.js';

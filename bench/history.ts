@@ -8,7 +8,7 @@
  */
 import { Redis } from 'ioredis';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { benchArgs, commandLine } from './lib/cli.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';

@@ -12,14 +12,14 @@
  * change. `--profile` takes V8 CPU profiles of two variants instead of the table.
  */
 import { readdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { benchArgs, commandLine } from './lib/cli.js';
 import { docTemplate } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem, type OddsfilesOptions } from './lib/oddsfiles-system.js';
+import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/oddsfiles-system.js';
 import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { ingestRound, referenceRound } from './lib/rounds.js';
@@ -35,7 +35,11 @@ const args = benchArgs('Ingest throughput: drops settled per second, against a r
     type: 'string',
     description: `comma-separated variants to run, of ${VARIANT_IDS.join(', ')} (default: all; with --quick: default); no doc written`,
   },
-  baseline: { type: 'string', description: 'a checkout of another build (DIR/dist/workers/oddsfiles.js): each variant runs from it too; no doc written' },
+  baseline: {
+    type: 'string',
+    description:
+      'a checkout of another build (its dist/bin/oddsfiles.js, or dist/workers/oddsfiles.js in builds before bin/): each variant runs from it too; no doc written',
+  },
   profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
@@ -85,7 +89,7 @@ async function main(): Promise<void> {
     variants.splice(0, variants.length, ...variants.filter((v) => PICKED.includes(v.id!)));
   }
   if (BASELINE) {
-    const bin = resolve(BASELINE, 'dist', 'workers', 'oddsfiles.js');
+    const bin = builtEntry(BASELINE);
     variants.push(...variants.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
   }
   if (PROFILE) {

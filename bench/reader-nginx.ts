@@ -34,7 +34,7 @@ const args = benchArgs('Reader vs nginx: requests per second and CPU per request
   duration: { type: 'number', default: 4, quick: 1, description: 'seconds of load per round' },
   connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
-  baseline: { type: 'string', description: "another build's dist/workers/oddsfiles.js, run as one more reader on the same data (a before/after in one run)" },
+  baseline: { type: 'string', description: "another build's dist/bin/oddsfiles.js, run as one more reader on the same data (a before/after in one run)" },
 });
 const ROUNDS = args.rounds;
 const DURATION = args.duration;
@@ -194,7 +194,7 @@ async function main(): Promise<void> {
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; load: ${loadTool}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
-    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), its `/v1` GETs taken by the front door (`reader.hot_path`, the default: src/reader/front-door.ts), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
+    '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), its `/v1` GETs taken by the front door (`reader.hot_path`, the default: src/reader/data/front-door.ts), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
     '- three more reader processes on the same data show where its time goes: every /v1 request through Fastify routes (`reader.hot_path: false`); with `--baseline`, another build on the same data; without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
     '- bare node:http: the same bytes from Buffers after a key lookup, nothing else, in its own process: what any single Node process can do here, the ceiling of the reader.',
     "- bare node:http + the reader's response headers: the same server sending, with each answer, the headers the reader sent with it (captured once: ETag, Cache-Control, Content-Type, the five rate-limit fields; Last-Modified, Vary and Content-Encoding on downloads), handed to `writeHead` as one flat list as the front door does: what the API's response headers alone cost a Node server. Measured in the two scenarios with a target.",

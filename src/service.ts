@@ -9,12 +9,14 @@ import { buildRegistry } from './feeds/registry.js';
 import type { IngestQueue } from './ingest/queue.js';
 import type { Logger } from './log.js';
 import type { RunningReader } from './reader/index.js';
-import type { PublishPort } from './reader/publish-port.js';
+import type { PublishPort } from './ports/publish.js';
 import { createRedis, redactUrl, whenReady } from './redis/connect.js';
-import { redisKeys } from './redis/keys.js';
+import { redisKeys } from './redis/key-names.js';
 import { createRedisOutageLog } from './redis/outage-log.js';
 import { resolveRedis } from './redis/private-server.js';
+import { createChangeTally, shareChangeStats } from './ops/change-stats.js';
 import { createMetrics } from './ops/metrics.js';
+import { registerOps } from './ops/ops-plugin.js';
 import { startMetricsServer } from './ops/metrics-server.js';
 import { createQueueCounts } from './ops/queue-counts.js';
 import { openStore } from './store/index.js';
@@ -138,7 +140,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       // the document validator (for dry runs); one with publish.http off never does.
       let publisher: PublishPort | undefined;
       if (config.publish.http) {
-        const [{ startHttpPublisher }, publishQueue] = await Promise.all([import('./ingest/http-publish.js'), openQueue()]);
+        const [{ startHttpPublisher }, publishQueue] = await Promise.all([import('./ingest/http/http-publish.js'), openQueue()]);
         const started = await startHttpPublisher({
           config,
           queue: publishQueue,
@@ -155,6 +157,10 @@ export async function startService(config: Config, roles: readonly Role[], log: 
       const { startReader } = await import('./reader/index.js');
       // With the worker in this process the reader is handed what it publishes: nothing to carry.
       const carried = !roles.includes('worker');
+      // The change endpoints' figures, counted in the metrics and shared through Redis for `status`.
+      const tally = createChangeTally(metrics.changes);
+      const stopStats = shareChangeStats(client, keys, tally.stats);
+      closers.push(async () => stopStats());
       const reader = await startReader({
         config,
         redis: client,
@@ -164,11 +170,14 @@ export async function startService(config: Config, roles: readonly Role[], log: 
         log,
         registry,
         metrics,
-        queue: queue ?? openQueue,
+        changeCounters: { ...tally, tooManyStreams: () => metrics.rateLimited('streams') },
+        // /metrics, the queue dashboard (opened on its first request) and the HTTP counts.
+        register: (app) => registerOps(app, { config, metrics, queue: queue ?? openQueue }),
         enforceLimits: true,
         carried,
         publisher,
       });
+      metrics.bindCatalog(() => reader.entries(), { staleAfterMs: config.staleAfterMs });
       readerUrl = reader.url;
       offerToReader = reader.offer;
       closers.push(() => reader.close());
@@ -194,7 +203,10 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     }
 
     if (roles.includes('watcher') && queue) {
-      const [{ startWatcher }, { createRejectionLog }] = await Promise.all([import('./ingest/watcher.js'), import('./ingest/rejection-log.js')]);
+      const [{ startWatcher }, { createRejectionLog }] = await Promise.all([
+        import('./ingest/drop-folder/watcher.js'),
+        import('./ingest/rejections/rejection-log.js'),
+      ]);
       const watcher = await startWatcher({
         inboxDir: config.inboxDir,
         queue,

@@ -1,5 +1,5 @@
 /**
- * The static import graph of src/ and workers/ (type-only imports left out, as the compiler
+ * The static import graph of src/ and bin/ (type-only imports left out, as the compiler
  * erases them; `import()` left out, as it loads only when that code runs):
  * - it has no cycles;
  * - a process that runs only the reader, and the CLI that starts it, never load what the other
@@ -7,10 +7,12 @@
  *   validator. Each is loaded by `import()` where a role or a command needs it (service.ts,
  *   ops/dashboard.ts, cli/publish.ts), and this test keeps a new static import from undoing it.
  *   A reader that takes PUT /v1/data (publish.http, the default) loads them on purpose, through
- *   service.ts's `import()` of src/ingest/http-publish.ts; one with publish.http off never does.
- * And, over every import (type-only and `import()` included): src/ops and src/ingest never import
- * each other. Both are fed plain data by the code that wires them (service.ts); a type they share
- * belongs to a lower layer (src/feeds, src/catalog, ...).
+ *   service.ts's `import()` of src/ingest/http/http-publish.ts; one with publish.http off never does.
+ * And, over every import (type-only and `import()` included), the subsystems keep their lanes:
+ * the reader never imports ingest or ops, ingest never imports the reader or ops, ops never
+ * imports ingest or the reader. They are wired by the composition root (service.ts) with plain
+ * data and callbacks; an interface both sides of a boundary use lives in src/ports/; a type they
+ * share belongs to a lower layer (src/feeds, src/catalog, ...).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -68,22 +70,14 @@ const ROLE_MODULES = [
   'src/feeds/validate.ts',
   'src/ingest/queue.ts',
   'src/ingest/worker.ts',
-  'src/ingest/watcher.ts',
-  'src/ingest/publish.ts',
+  'src/ingest/drop-folder/watcher.ts',
+  'src/ingest/publish/publish.ts',
   'src/ingest/worker-role.ts',
-  'src/ingest/http-publish.ts',
+  'src/ingest/http/http-publish.ts',
 ];
 
 describe('the static import graph', () => {
-  const entries = [
-    'workers/oddsfiles.ts',
-    'workers/reader.ts',
-    'workers/watcher.ts',
-    'workers/worker.ts',
-    'src/reader/index.ts',
-    'src/ingest/worker-role.ts',
-    'src/ingest/watcher.ts',
-  ].map(src);
+  const entries = ['bin/oddsfiles.ts', 'src/reader/index.ts', 'src/ingest/worker-role.ts', 'src/ingest/drop-folder/watcher.ts'].map(src);
   reach(entries);
 
   it('reaches the modules it should (the parser sees the imports)', () => {
@@ -115,7 +109,7 @@ describe('the static import graph', () => {
 
   it('keeps BullMQ, bull-board, chokidar, cli-progress and the document validator out of a reader-only process and out of the CLI', () => {
     // What `oddsfiles start --roles reader` loads statically: the CLI, the service, the reader.
-    const reached = reach([src('workers/oddsfiles.ts'), src('workers/reader.ts'), src('src/reader/index.ts')]);
+    const reached = reach([src('bin/oddsfiles.ts'), src('src/reader/index.ts')]);
     const offenders: string[] = [];
     for (const [file, path] of reached) {
       const how = path.map(rel).join(' -> ');
@@ -127,18 +121,18 @@ describe('the static import graph', () => {
 
   it('takes PUTs through a port: src/reader names src/ingest nowhere, and service.ts loads the ingest side with import() only', () => {
     const reader = reach([src('src/reader/index.ts')]);
-    expect([...reader.keys()].map(rel)).toContain('src/reader/publish-route.ts');
+    expect([...reader.keys()].map(rel)).toContain('src/reader/publishing/publish-route.ts');
     expect([...reader.keys()].map(rel).filter((f) => f.startsWith('src/ingest/'))).toEqual([]);
-    expect(load(src('src/ingest/http-publish.ts')).packages).toContain('bullmq');
+    expect(load(src('src/ingest/http/http-publish.ts')).packages).toContain('bullmq');
     const service = readFileSync(src('src/service.ts'), 'utf8');
-    expect(service).toMatch(/import\('\.\/ingest\/http-publish\.js'\)/);
-    expect(load(src('src/service.ts')).locals.map(rel)).not.toContain('src/ingest/http-publish.ts');
+    expect(service).toMatch(/import\('\.\/ingest\/http\/http-publish\.js'\)/);
+    expect(load(src('src/service.ts')).locals.map(rel)).not.toContain('src/ingest/http/http-publish.ts');
   });
 
   it('does load them where the roles run (so the check above is about something)', () => {
     const worker = reach([src('src/ingest/worker-role.ts')]);
     expect([...worker.keys()].map(rel)).toEqual(expect.arrayContaining(['src/feeds/validate.ts', 'src/ingest/queue.ts', 'src/ingest/worker.ts']));
-    expect(load(src('src/ingest/watcher.ts')).packages).toContain('chokidar');
+    expect(load(src('src/ingest/drop-folder/watcher.ts')).packages).toContain('chokidar');
   });
 });
 
@@ -163,20 +157,34 @@ describe('the layers', () => {
     // A value import, a type-only import, an import().
     expect(ops).toContainEqual(['src/ops/metrics-server.ts', 'src/ops/admin-guard.ts']);
     expect(ops).toContainEqual(['src/ops/metrics-server.ts', 'src/ops/metrics.ts']);
-    expect(ingest).toContainEqual(['src/ingest/rejection-log.ts', 'src/ingest/rejected.ts']);
+    expect(ingest).toContainEqual(['src/ingest/rejections/rejection-log.ts', 'src/ingest/rejections/rejected.ts']);
     expect(importsUnder('src')).toContainEqual(['src/service.ts', 'src/ingest/worker-role.ts']);
   });
 
-  it('src/reader never imports src/ingest, not even a type (PUT goes through the port it defines: publish-port.ts)', () => {
-    expect(importsUnder('src/reader').filter(([, target]) => target.startsWith('src/ingest/'))).toEqual([]);
-    expect(importsUnder('src/ingest')).toContainEqual(['src/ingest/http-publish.ts', 'src/reader/publish-port.ts']);
+  /** Which subsystems under src/ may name which (any import, type-only and `import()` included). */
+  const FORBIDDEN: [from: string, to: string, why: string][] = [
+    ['src/reader/', 'src/ingest/', 'PUT goes through the port in src/ports/publish.ts'],
+    ['src/ingest/', 'src/reader/', 'the ingest side implements ports, it does not reach into the reader'],
+    ['src/reader/', 'src/ops/', 'the composition root (service.ts) registers /metrics and the dashboard and passes the counters'],
+    ['src/ops/', 'src/ingest/', 'both are fed plain data by service.ts'],
+    ['src/ingest/', 'src/ops/', 'both are fed plain data by service.ts'],
+    ['src/ops/', 'src/reader/', 'ops knows the reader only through what service.ts passes'],
+    ['src/ports/', 'src/reader/', 'a port belongs to neither side'],
+    ['src/ports/', 'src/ingest/', 'a port belongs to neither side'],
+    ['src/ports/', 'src/ops/', 'a port belongs to neither side'],
+  ];
+
+  it.each(FORBIDDEN)('%s never imports %s (%s)', (from, to) => {
+    const crossing = importsUnder(from)
+      .filter(([, target]) => target.startsWith(to))
+      .map(([file, target]) => `${file} -> ${target}`);
+    expect(crossing).toEqual([]);
   });
 
-  it('src/ops and src/ingest never import each other, not even a type', () => {
-    const crossing = [
-      ...importsUnder('src/ops').filter(([, target]) => target.startsWith('src/ingest/')),
-      ...importsUnder('src/ingest').filter(([, target]) => target.startsWith('src/ops/')),
-    ].map(([file, target]) => `${file} -> ${target}`);
-    expect(crossing).toEqual([]);
+  it('the ports are used from both sides (so the checks above are about something)', () => {
+    expect(importsUnder('src/ingest')).toContainEqual(['src/ingest/http/http-publish.ts', 'src/ports/publish.ts']);
+    expect(importsUnder('src/reader')).toContainEqual(['src/reader/publishing/publish-route.ts', 'src/ports/publish.ts']);
+    expect(importsUnder('src/reader')).toContainEqual(['src/reader/limits/edge-report.ts', 'src/ports/route-labels.ts']);
+    expect(importsUnder('src/ops')).toContainEqual(['src/ops/ops-plugin.ts', 'src/ports/route-labels.ts']);
   });
 });

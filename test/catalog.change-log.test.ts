@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createChangeLog } from '../src/catalog/change-log.js';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 const redis = new Redis(TEST_REDIS_URL);

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 const redis = new Redis(TEST_REDIS_URL);

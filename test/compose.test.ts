@@ -295,12 +295,12 @@ describe('docs/production.md: the IAM policies cover what the S3 store calls', (
     const [worker, reader] = policies.map(actionsOf);
     expect([...worker!].sort()).toEqual(['s3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
     expect([...reader!].sort()).toEqual(['s3:DeleteObject', 's3:GetObject', 's3:ListBucket', 's3:PutObject']);
-    // A reader writes nowhere but the staged uploads (src/ingest/staged.ts: STAGED_PREFIX).
+    // A reader writes nowhere but the staged uploads (src/ingest/http/staged.ts: STAGED_PREFIX).
     for (const st of policies[1]!.Statement) {
       const actions = [st.Action].flat();
       if (actions.some((a) => a === 's3:PutObject' || a === 's3:DeleteObject')) expect(st.Resource).toMatch(/\/incoming\/\*$/);
     }
-    expect(readFileSync(join(ROOT, 'src/ingest/staged.ts'), 'utf8')).toContain("STAGED_PREFIX = 'incoming/'");
+    expect(readFileSync(join(ROOT, 'src/ingest/http/staged.ts'), 'utf8')).toContain("STAGED_PREFIX = 'incoming/'");
   });
 
   it('grants the worker every call src/store/s3-store.ts makes', () => {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import canonicalize from 'canonicalize';
 import jsonpatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyMergePatch, type Json } from '../src/reader/merge-patch.js';
+import { applyMergePatch, type Json } from '../src/reader/deltas/merge-patch.js';
 import { EXAMPLE_FEEDS, generateDocument } from './fixtures/corpus.js';
 import { drop } from './helpers/drops.js';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';

@@ -9,10 +9,10 @@ import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inboxMarkerPath, readInboxMarker } from '../src/ingest/inbox-marker.js';
-import { newClaimId } from '../src/ingest/inbox.js';
-import { listRejections, rejectionId, writeRejection } from '../src/ingest/rejected.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { inboxMarkerPath, readInboxMarker } from '../src/ingest/drop-folder/inbox-marker.js';
+import { newClaimId } from '../src/ingest/drop-folder/inbox.js';
+import { listRejections, rejectionId, writeRejection } from '../src/ingest/rejections/rejected.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 

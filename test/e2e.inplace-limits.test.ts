@@ -9,7 +9,7 @@
 import { access, open, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RejectionRecord } from '../src/ingest/rejected.js';
+import type { RejectionRecord } from '../src/ingest/rejections/rejected.js';
 import { EXAMPLE_FEEDS, generateDocument } from './fixtures/corpus.js';
 import { pendingDrops, rejectionRecords } from './helpers/drops.js';
 import { readCatalog } from './helpers/published.js';

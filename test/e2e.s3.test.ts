@@ -78,7 +78,7 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
    * with two workers: each removes its claims after its own manifest write, and the other may then
    * land an older snapshot over it (last writer wins in S3). The writer that raced sees the catalog
    * moved during its write, reads the manifest back and writes it again within its window
-   * (src/ingest/manifest-sync.ts), so the manifest must reach the catalog's seq promptly.
+   * (src/ingest/background/manifest-sync.ts), so the manifest must reach the catalog's seq promptly.
    */
   const currentManifest = async () => {
     const seq = await catalogSeq(prefix);

@@ -1,5 +1,5 @@
 /**
- * The background manifest writer (src/ingest/manifest-sync.ts), against the real Redis catalog
+ * The background manifest writer (src/ingest/background/manifest-sync.ts), against the real Redis catalog
  * and a filesystem store: two writers racing end with the newest manifest; a claim goes only once
  * a manifest covers its commit; an evicted version is deleted only after that; a commit whose
  * process died before the manifest is repaired by the next writer at start; a catalog started
@@ -16,10 +16,10 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
-import { CLEANUP_BATCH } from '../src/ingest/cleanup-batch.js';
-import { createManifestWriter } from '../src/ingest/manifest-sync.js';
+import { CLEANUP_BATCH } from '../src/ingest/background/cleanup-batch.js';
+import { createManifestWriter } from '../src/ingest/background/manifest-sync.js';
 import { createLogger } from '../src/log.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { MANIFEST_KEY, objectKey, type Store } from '../src/store/store.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/log.js';
 import { createIngestQueue, type IngestJobData, type IngestResult } from '../src/ingest/queue.js';
 import { superviseWorker, type SupervisedWorker } from '../src/ingest/supervisor.js';
-import { INGEST_QUEUE } from '../src/redis/keys.js';
+import { INGEST_QUEUE } from '../src/redis/key-names.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { waitFor } from './helpers/service.js';
 

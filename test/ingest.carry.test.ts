@@ -1,10 +1,10 @@
 /**
- * Which versions the worker carries with its commit (src/ingest/carry.ts): at most maxBytes each,
+ * Which versions the worker carries with its commit (src/ingest/publish/carry.ts): at most maxBytes each,
  * within the byte rate (a bucket of one second's worth, refilled continuously), and, once a
  * carried message reached nobody, none until the idle recheck. A pure policy on a test clock.
  */
 import { describe, expect, it } from 'vitest';
-import { createCarryPolicy } from '../src/ingest/carry.js';
+import { createCarryPolicy } from '../src/ingest/publish/carry.js';
 
 const KB = 1024;
 

@@ -1,5 +1,5 @@
 /**
- * The inbox marker and its registration (src/ingest/inbox-marker.ts) on the real filesystem and
+ * The inbox marker and its registration (src/ingest/drop-folder/inbox-marker.ts) on the real filesystem and
  * the real Redis: the marker is created once and reused (workers sharing the folder share its id),
  * a damaged or removed one is replaced; a registration is live while refreshed, lapses when it is
  * not (a crashed worker), and closing one worker's registration leaves the others' in place.
@@ -16,8 +16,8 @@ import {
   readInboxMarker,
   startInboxRegistration,
   type InboxRegistration,
-} from '../src/ingest/inbox-marker.js';
-import { redisKeys } from '../src/redis/keys.js';
+} from '../src/ingest/drop-folder/inbox-marker.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { capturingLogger } from './helpers/log.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { waitFor } from './helpers/service.js';

@@ -1,6 +1,6 @@
 /**
  * The manifest writer keeps the catalog of its last write in memory and applies its own commits to
- * it (src/ingest/manifest-sync.ts): against the real Redis catalog and a filesystem store, after
+ * it (src/ingest/background/manifest-sync.ts): against the real Redis catalog and a filesystem store, after
  * many commits the manifest holds every one of them, equal to the catalog; the whole catalog is
  * re-read only when another process committed (another publisher on the same prefix) or a commit
  * came without its entry; its coalescing window follows the cost of a write.
@@ -17,9 +17,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { renderManifest, toManifest } from '../src/catalog/manifest.js';
 import { createCatalog, type Catalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
-import { createManifestWriter } from '../src/ingest/manifest-sync.js';
+import { createManifestWriter } from '../src/ingest/background/manifest-sync.js';
 import { createLogger } from '../src/log.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { MANIFEST_KEY, objectKey, type Store } from '../src/store/store.js';
 import { TEST_REDIS_URL, dropPrefix, uniquePrefix } from './helpers/redis.js';

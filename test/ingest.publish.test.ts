@@ -1,5 +1,5 @@
 /**
- * The publish step (src/ingest/publish.ts) against the real Redis catalog and a filesystem store:
+ * The publish step (src/ingest/publish/publish.ts) against the real Redis catalog and a filesystem store:
  * the onPublished hook gets the exact bytes written to the store, right after the commit and before
  * the manifest, only for publications, and cannot break a publish by throwing; the per-drop
  * timings name each stage; the catalog read that runs alongside the read never goes unhandled;
@@ -20,10 +20,10 @@ import { loadConfig } from '../src/config.js';
 import { RejectionError } from '../src/errors.js';
 import { buildRegistry } from '../src/feeds/registry.js';
 import { createDocumentValidator } from '../src/feeds/validate.js';
-import { createCarryPolicy } from '../src/ingest/carry.js';
-import { claimPath, ensureInbox, newClaimId, readClaim } from '../src/ingest/inbox.js';
-import { createPublisher, type PublisherDeps } from '../src/ingest/publish.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { createCarryPolicy } from '../src/ingest/publish/carry.js';
+import { claimPath, ensureInbox, newClaimId, readClaim } from '../src/ingest/drop-folder/inbox.js';
+import { createPublisher, type PublisherDeps } from '../src/ingest/publish/publish.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { SYNC_IO_MAX_BYTES } from '../src/sync-io.js';
 import { docFor } from './helpers/faults.js';

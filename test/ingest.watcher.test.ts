@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureInboxMarker, inboxMarkerPath } from '../src/ingest/inbox-marker.js';
+import { ensureInboxMarker, inboxMarkerPath } from '../src/ingest/drop-folder/inbox-marker.js';
 import { createIngestQueue, type IngestQueue } from '../src/ingest/queue.js';
-import { startWatcher, type InboxWatcher } from '../src/ingest/watcher.js';
+import { startWatcher, type InboxWatcher } from '../src/ingest/drop-folder/watcher.js';
 import { capturingLogger } from './helpers/log.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 

@@ -15,7 +15,7 @@ import { createKeyRing } from '../src/keys/ring.js';
 import { hashApiKey, scrubKeys } from '../src/keys/secret.js';
 import { createKeyStore, KeyNameTakenError, type KeyStore } from '../src/keys/store.js';
 import { createRedis } from '../src/redis/connect.js';
-import { redisKeys, type RedisKeys } from '../src/redis/keys.js';
+import { redisKeys, type RedisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import type { Redis } from 'ioredis';
 

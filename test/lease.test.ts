@@ -1,11 +1,11 @@
 /**
- * The lease arithmetic of the plan limits (src/reader/lease.ts), with a shared counter kept in
+ * The lease arithmetic of the plan limits (src/reader/limits/lease.ts), with a shared counter kept in
  * this file (the Lua script's arithmetic: INCRBY, a TTL set when the key is new) and a clock of
  * its own. Redis itself is exercised in ratelimit.lease.redis.test.ts.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { blockSize, createTokenLeases, grantedOf, type LeaseFn, type Take } from '../src/reader/lease.js';
+import { blockSize, createTokenLeases, grantedOf, type LeaseFn, type Take } from '../src/reader/limits/lease.js';
 
 /** A fixed-window counter per key, as the Redis script keeps it, on a clock of the test's. */
 function sharedCounter() {

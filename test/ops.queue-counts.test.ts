@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_STATES } from '../src/ops/metrics.js';
 import { createQueueCounts } from '../src/ops/queue-counts.js';
-import { INGEST_QUEUE } from '../src/redis/keys.js';
+import { INGEST_QUEUE } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 const prefix = uniquePrefix('qcounts');

@@ -14,8 +14,8 @@ import type { CatalogEntry } from '../src/catalog/types.js';
 import { createCliContext } from '../src/cli/context.js';
 import { runCli } from '../src/cli/program.js';
 import { createIngestQueue } from '../src/ingest/queue.js';
-import { createRejectionLog } from '../src/ingest/rejection-log.js';
-import { redisKeys } from '../src/redis/keys.js';
+import { createRejectionLog } from '../src/ingest/rejections/rejection-log.js';
+import { redisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 interface StatusJson {

@@ -12,7 +12,7 @@ import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { Config, Plan } from '../src/config.js';
 import { createKeyStore } from '../src/keys/store.js';
 import { buildReaderApp } from '../src/reader/app.js';
-import { redisLease } from '../src/reader/lease-script.js';
+import { redisLease } from '../src/reader/limits/lease-script.js';
 import { createReaderState, type ReaderState } from '../src/reader/state.js';
 import { createRedis } from '../src/redis/connect.js';
 import { createReaderFixture, type ReaderFixture } from './helpers/reader-fixture.js';

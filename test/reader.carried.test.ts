@@ -1,5 +1,5 @@
 /**
- * Versions carried ahead of their commit (src/catalog/carried.ts, src/ingest/carry.ts): the
+ * Versions carried ahead of their commit (src/catalog/carried.ts, src/ingest/publish/carry.ts): the
  * worker publishes the bytes on the bytes channel before its store write and commit, on the same
  * connection; a reader of another process holds them without reading the store, and reads the
  * store as before for an announcement that came without (or with bytes that are not its

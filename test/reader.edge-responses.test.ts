@@ -10,6 +10,7 @@ import { createConnection } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../src/config.js';
+import { registerOps } from '../src/ops/ops-plugin.js';
 import { createMetrics, type Metrics } from '../src/ops/metrics.js';
 import { startReader, type RunningReader } from '../src/reader/index.js';
 import { createRedis } from '../src/redis/connect.js';
@@ -39,7 +40,17 @@ async function start(requestLog: 'all' | 'errors'): Promise<Started> {
     connections.push(c);
   }
   const metrics = createMetrics({ defaultMetrics: false });
-  const reader = await startReader({ config, redis, subscriber, store: fx.store, catalog: fx.catalog, log: fx.log, registry: fx.registry, metrics });
+  const reader = await startReader({
+    config,
+    redis,
+    subscriber,
+    store: fx.store,
+    catalog: fx.catalog,
+    log: fx.log,
+    registry: fx.registry,
+    metrics,
+    register: (app) => registerOps(app, { config, metrics }),
+  });
   await reader.ready;
   return { reader, metrics, port: Number(new URL(reader.url).port) };
 }

@@ -1,5 +1,5 @@
 /**
- * The front door (src/reader/front-door.ts) against Fastify's routes, over real HTTP: two readers
+ * The front door (src/reader/data/front-door.ts) against Fastify's routes, over real HTTP: two readers
  * on the same published files and the same Redis, one with `reader.hot_path` on (the default) and
  * one with it off, each with its own copy of every key so that their rate counters run alike.
  * Both send what the one v1 handler resolves; every request below goes to both, and they must

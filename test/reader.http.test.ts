@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpProblem } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
 import { toProblem } from '../src/reader/problem.js';
-import type { RateLimitCheck } from '../src/reader/rate-limit.js';
+import type { RateLimitCheck } from '../src/reader/limits/rate-limit.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { createReaderFixture, oddsDocument, type ReaderFixture, type ReaderInstance } from './helpers/reader-fixture.js';
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createVersionBytes } from '../src/reader/version-bytes.js';
+import { createVersionBytes } from '../src/reader/data/version-bytes.js';
 import { createFsStore } from '../src/store/fs-store.js';
 import { objectKey, type Store } from '../src/store/store.js';
 

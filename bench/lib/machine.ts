@@ -14,7 +14,7 @@ export interface MachineInfo {
   readonly nginx: string;
   readonly wrk: string;
   readonly load: string;
-  /** The commit measured, and whether src/ or workers/ differ from it. */
+  /** The commit measured, and whether src/ or bin/ differ from it. */
   readonly code: string;
 }
 
@@ -46,10 +46,10 @@ export function machineLine(m: MachineInfo): string {
   return `Code: ${m.code} (dist/ built from it). Machine: \`nproc\` = ${m.nproc}, ${m.cpu}, ${m.ramGiB} GiB RAM; Node ${m.node}, ${m.redis}, ${m.nginx}, ${m.wrk}; load average at start ${m.load}.`;
 }
 
-/** `abc1234`, plus a note when src/ or workers/ have uncommitted changes (the bench runs dist/). */
+/** `abc1234`, plus a note when src/ or bin/ have uncommitted changes (the bench runs dist/). */
 function codeVersion(): string {
   const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim() || 'unknown';
-  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'workers'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim();
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'bin'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim();
   return dirty ? `${head} + uncommitted changes in src/` : head;
 }
 

@@ -3,8 +3,9 @@
  * layouts users run, with an API key on the `pro` plan when it has a reader.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { TEST_REDIS_URL } from '../../test/helpers/redis.js';
@@ -44,7 +45,7 @@ export interface OddsfilesOptions {
   readonly env?: Record<string, string>;
   /** Node options before the script (e.g. --cpu-prof, which NODE_OPTIONS refuses). */
   readonly nodeArgs?: readonly string[];
-  /** The entry point to run (default: this checkout's dist/workers/oddsfiles.js), e.g. an older build's for an A/B. */
+  /** The entry point to run (default: this checkout's dist/bin/oddsfiles.js), e.g. an older build's for an A/B. */
   readonly bin?: string;
 }
 
@@ -52,6 +53,12 @@ export interface OddsfilesOptions {
  * A config file for a bench: the `pro` plan and the publish rate without a practical limit (a tight
  * poll loop or a load generator would get 429s), plus `extra`. JSON is YAML.
  */
+/** The `oddsfiles` entry point of another checkout's build: dist/bin/, or dist/workers/ in builds before bin/ existed. */
+export function builtEntry(checkout: string): string {
+  const bin = resolve(checkout, 'dist', 'bin', 'oddsfiles.js');
+  return existsSync(bin) ? bin : resolve(checkout, 'dist', 'workers', 'oddsfiles.js');
+}
+
 export async function writeConfig(dir: string, extra: Record<string, unknown> = {}): Promise<string> {
   const path = join(dir, `oddsfiles-${randomBytes(3).toString('hex')}.yaml`);
   const config = { plans: { pro: { allow: ['*'], rate: { max: 1_000_000_000, per: '1m' } } }, publish: { rate: { max: 1_000_000_000, per: '1m' } }, ...extra };

@@ -4,7 +4,7 @@
  * the sha256 it replaced. Positions are those seqs: a client's cursor is the last seq it has seen.
  */
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 import type { CatalogEntry } from './types.js';
 
 /** What the log keeps of a published entry: what a consumer is told, and what orders versions. */

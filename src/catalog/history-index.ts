@@ -9,7 +9,7 @@
  * publishedMs and seq written with 15 digits: members sort as publications do (time, then commit).
  */
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 
 export interface HistoryVersion {
   readonly publishedMs: number;

@@ -4,7 +4,7 @@
  * it to find the version a client's ETag names (the base of a delta).
  */
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 
 export interface RecentVersions {
   /** The sha256s of `filename`'s newest `n` versions, newest first (empty when none is listed). */

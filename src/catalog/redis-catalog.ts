@@ -3,7 +3,7 @@
  * holds whatever the number of workers and whatever the order their jobs finish in.
  */
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 import { encodeCarried } from './carried.js';
 import { changeEntryOf } from './change-log.js';
 import { createHistoryIndex, type HistoryIndex } from './history-index.js';
@@ -13,7 +13,7 @@ import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, Commi
 // generatedAtMs, sha256, keepVersions, channel, publishedAtMs, log max entries (0: untrimmed), log
 // cutoff ms (0: none), the change's JSON for the log (the entry's fields a consumer sees), the
 // SHA-256 of the bytes as received when generated_at was stamped ('' otherwise: see
-// src/ingest/decide.ts, the same rule). Equal generated_at with new bytes publishes (a correction). Every published
+// src/ingest/publish/decide.ts, the same rule). Equal generated_at with new bytes publishes (a correction). Every published
 // change is appended to the log under the id <seq>-0, with the sha256 it replaced; the log is
 // trimmed by length, and by age a bounded number of entries per commit.
 // History (KEYS 5, 6; ARGV: size, history max versions, history cutoff ms): every publication is

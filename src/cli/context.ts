@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../config.js';
 import { createRedis, whenReady } from '../redis/connect.js';
-import { redisKeys, type RedisKeys } from '../redis/keys.js';
+import { redisKeys, type RedisKeys } from '../redis/key-names.js';
 import { resolveRedis } from '../redis/private-server.js';
 
 export interface CliIO {

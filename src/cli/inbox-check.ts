@@ -5,13 +5,13 @@
  * resolved against the folder the command runs in). Claim jobs name a file in .processing; a worker
  * watching another folder (another machine without a shared filesystem, another DATA_DIR) cannot
  * see it and settles the job as `gone`, leaving the file stranded.
- * - the marker in INBOX_DIR (ingest/inbox-marker.ts) holds an id a running worker registered: watched;
+ * - the marker in INBOX_DIR (ingest/drop-folder/inbox-marker.ts) holds an id a running worker registered: watched;
  * - otherwise, workers connected to the queue watch another inbox: `other` (they say where);
  * - no worker connected at all: `none`; Redis refusing CLIENT LIST: `unknown`.
  */
 import { resolve } from 'node:path';
 import { InboxMismatchError } from '../errors.js';
-import { inboxWatched, readInboxMarker, watchedInboxes, type WatchedInbox } from '../ingest/inbox-marker.js';
+import { inboxWatched, readInboxMarker, watchedInboxes, type WatchedInbox } from '../ingest/drop-folder/inbox-marker.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
 import type { CliContext } from './context.js';
 

@@ -15,7 +15,7 @@ import { formatAge, parseDuration } from '../duration.js';
 import { UsageError } from '../errors.js';
 import type { IngestJobData, IngestResult } from '../ingest/queue.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
-import { INGEST_QUEUE } from '../redis/keys.js';
+import { INGEST_QUEUE } from '../redis/key-names.js';
 import { createRedis } from '../redis/connect.js';
 import type { CliContext } from './context.js';
 

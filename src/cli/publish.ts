@@ -9,7 +9,7 @@ import { copyFile, rename, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
-import { claimPath, ensureInbox, newClaimId, processingDir } from '../ingest/inbox.js';
+import { claimPath, ensureInbox, newClaimId, processingDir } from '../ingest/drop-folder/inbox.js';
 import type { CliContext } from './context.js';
 import { checkInboxWatched } from './inbox-check.js';
 import { awaitOutcomes, openOutcomeEvents, parseTimeout, reportOutcomes, withWaitOptions, type Submitted, type WaitOptions } from './outcomes.js';

@@ -104,7 +104,7 @@ export interface Config {
     readonly lockDurationMs: number;
     /**
      * Versions up to this size are carried to readers in other processes ahead of their
-     * announcement (no store read back); 0 carries none. See src/ingest/carry.ts.
+     * announcement (no store read back); 0 carries none. See src/ingest/publish/carry.ts.
      */
     readonly carryMaxBytes: number;
     /** Carried bytes per second, per worker process. */
@@ -129,11 +129,11 @@ export interface Config {
     readonly requestLog: RequestLogMode;
     /**
      * Take plain GET/HEAD requests of /v1/files and /v1/data on Node's request event, before
-     * Fastify (src/reader/front-door.ts); off: every request goes through Fastify's routes.
+     * Fastify (src/reader/data/front-door.ts); off: every request goes through Fastify's routes.
      */
     readonly hotPath: boolean;
   };
-  /** Publishing over HTTPS: PUT /v1/data/{filename} on the readers (src/reader/publish-route.ts). */
+  /** Publishing over HTTPS: PUT /v1/data/{filename} on the readers (src/reader/publishing/publish-route.ts). */
   readonly publish: {
     readonly http: boolean;
     /** PUTs per window of a publisher key whose plan has no publish_rate. */
@@ -144,7 +144,7 @@ export interface Config {
     readonly settleTimeoutMs: number;
     /** PUT bodies received at once per reader process. */
     readonly maxUploads: number;
-    /** Staged uploads older than this with no job are removed (src/ingest/staged.ts). */
+    /** Staged uploads older than this with no job are removed (src/ingest/http/staged.ts). */
     readonly stagedMaxAgeMs: number;
   };
   /** The change log (a Redis stream written with every published change) and its consumers. */

@@ -8,7 +8,7 @@
  *   /v1/data: staged.ts); the worker brings them into its inbox as that claim first.
  */
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
-import { INGEST_QUEUE } from '../redis/keys.js';
+import { INGEST_QUEUE } from '../redis/key-names.js';
 
 export interface IngestJobData {
   readonly name: string;

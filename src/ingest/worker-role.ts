@@ -14,17 +14,17 @@ import { createDocumentValidator, loadDocumentSchema, onePassSupport } from '../
 import type { Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { createRedis } from '../redis/connect.js';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 import type { Store } from '../store/store.js';
-import { createCarryPolicy } from './carry.js';
-import { ensureInbox } from './inbox.js';
-import { startInboxRegistration } from './inbox-marker.js';
-import { createPublisher, type DropResult, type PublisherDeps } from './publish.js';
-import { startRejectedRetention } from './rejected-purge.js';
+import { createCarryPolicy } from './publish/carry.js';
+import { ensureInbox } from './drop-folder/inbox.js';
+import { startInboxRegistration } from './drop-folder/inbox-marker.js';
+import { createPublisher, type DropResult, type PublisherDeps } from './publish/publish.js';
+import { startRejectedRetention } from './rejections/rejected-purge.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
-import { createRejectionLog } from './rejection-log.js';
-import { createSupersededLog } from './superseded-log.js';
-import { sweepStaged } from './staged.js';
+import { createRejectionLog } from './rejections/rejection-log.js';
+import { createSupersededLog } from './rejections/superseded-log.js';
+import { sweepStaged } from './http/staged.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
 

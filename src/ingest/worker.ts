@@ -13,11 +13,11 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { createRedisOutageLog } from '../redis/outage-log.js';
-import { INGEST_QUEUE } from '../redis/keys.js';
-import { claimDrop, claimPath, dropClaimId, type Claim } from './inbox.js';
-import type { DropResult, Publisher } from './publish.js';
+import { INGEST_QUEUE } from '../redis/key-names.js';
+import { claimDrop, claimPath, dropClaimId, type Claim } from './drop-folder/inbox.js';
+import type { DropResult, Publisher } from './publish/publish.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
-import { removeStaged, takeStagedClaim } from './staged.js';
+import { removeStaged, takeStagedClaim } from './http/staged.js';
 
 export interface WorkerDeps {
   /** The worker's ioredis connection: its status and 'ready' also tell when a Redis outage ends. */

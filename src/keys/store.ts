@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Plan } from '../config.js';
 import { NotFoundError, OddsfilesError, UsageError } from '../errors.js';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 import { patternProblem } from './patterns.js';
 import { generateApiKey, hashApiKey } from './secret.js';
 import type { KeyChange, KeyRecord } from './types.js';

@@ -5,7 +5,7 @@
  */
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/keys.js';
+import type { RedisKeys } from '../redis/key-names.js';
 import type { ChangeMetrics } from './change-metrics.js';
 
 export interface ChangeStats {

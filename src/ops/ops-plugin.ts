@@ -12,11 +12,10 @@ import type { Config } from '../config.js';
 import { adminGuard, type AdminDenyReason } from './admin-guard.js';
 import { DASHBOARD_PATH, registerDashboard, type QueueProvider } from './dashboard.js';
 import type { Metrics } from './metrics.js';
+import { UNMATCHED_ROUTE } from '../ports/route-labels.js';
 
 export { DASHBOARD_PATH };
 export const METRICS_PATH = '/metrics';
-/** The route label of responses that matched no route (404s): never the raw URL. */
-export const UNMATCHED_ROUTE = 'unmatched';
 
 export interface OpsDeps {
   readonly config: Pick<Config, 'adminToken'>;

@@ -9,7 +9,7 @@
  * BullMQ's own for every state, so a BullMQ upgrade that moves them fails there.
  */
 import type { Redis } from 'ioredis';
-import { INGEST_QUEUE } from '../redis/keys.js';
+import { INGEST_QUEUE } from '../redis/key-names.js';
 import type { QueueSource } from './metrics.js';
 
 /** The states BullMQ keeps in lists; all others are sorted sets. */

@@ -20,18 +20,18 @@ import { createMarketplaceAuth } from '../keys/marketplace.js';
 import type { Principal } from '../keys/ring.js';
 import { REDACT_PATHS, REQUEST_LINE_MSG, type Logger } from '../log.js';
 import type { Store } from '../store/store.js';
-import { createFileLists } from './allow.js';
-import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data-route.js';
-import { createReaderDeltas } from './delta.js';
+import { createFileLists } from './data/allow.js';
+import { createVariantPicker, DATA_ROUTE, MAX_NAME_LENGTH } from './data/data-route.js';
+import { createReaderDeltas } from './deltas/delta.js';
 import { clientIp, trustFunction } from './client-ip.js';
-import { createFrontDoor, routeThroughFrontDoor } from './front-door.js';
-export { frontDoorAnswered } from './front-door.js';
-import { FILES_PATH } from './files-route.js';
+import { createFrontDoor, routeThroughFrontDoor } from './data/front-door.js';
+export { frontDoorAnswered } from './data/front-door.js';
+import { FILES_PATH } from './data/files-route.js';
 import { healthzHandler, readyzHandler } from './health.js';
-import { registerReaderLimits, type ReaderLimitsDeps } from './limits.js';
+import { registerReaderLimits, type ReaderLimitsDeps } from './limits/limits.js';
 import { DATA_ROUTE_SCHEMA, FILES_ROUTE_SCHEMA, OPENAPI_PATH, OPENAPI_ROUTE_SCHEMA, openApiHandler, registerOpenApi } from './openapi.js';
-import { createEdgeReport, type ResponseObserver } from './edge-report.js';
-import { EDGE_DEFAULTS, registerPressure, type EdgeLimits, type PressureLimits } from './edge-limits.js';
+import { createEdgeReport, type ResponseObserver } from './limits/edge-report.js';
+import { EDGE_DEFAULTS, registerPressure, type EdgeLimits, type PressureLimits } from './limits/edge-limits.js';
 import {
   attachEdgeHandlers,
   clientErrorHandler,
@@ -43,7 +43,7 @@ import {
   requireHost,
   sendFlat,
 } from './problem.js';
-import type { RateLimitCheck } from './rate-limit.js';
+import type { RateLimitCheck } from './limits/rate-limit.js';
 import { createRequestIds, minLoggedStatus, ReaderLogController, requestLine } from './request-log.js';
 import type { ReaderState } from './state.js';
 import type { ChangeFeed } from './changes/feed.js';
@@ -51,8 +51,8 @@ import { registerChangeRoutes, STREAM_PATH } from './changes/routes.js';
 import { registerHistory } from './history/index.js';
 import { createStreamHub, type StreamCounters } from './changes/streams.js';
 import type { StreamSlots } from './changes/stream-slots.js';
-import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './v1-handler.js';
-import { registerPublishRoute, type PublishRouteDeps } from './publish-route.js';
+import { createV1Handler, type AuthFailure, type V1Handler, type V1Reply } from './data/v1-handler.js';
+import { registerPublishRoute, type PublishRouteDeps } from './publishing/publish-route.js';
 
 /** Counters of the change endpoints: streams open, events sent, slow clients dropped, long-polls waiting. */
 export interface ChangeCounters extends StreamCounters {
@@ -115,7 +115,7 @@ export interface ReaderAppDeps {
   readonly publish?: Pick<PublishRouteDeps, 'port' | 'registry' | 'onOutcome'> | undefined;
 }
 
-export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './edge-limits.js';
+export { EDGE_DEFAULTS, type EdgeLimits, type PressureLimits } from './limits/edge-limits.js';
 
 export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstance> {
   const { config, state } = deps;

@@ -9,24 +9,22 @@ import type { Config } from '../config.js';
 import type { FeedRegistry } from '../feeds/registry.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
-import type { Metrics } from '../ops/metrics.js';
-import type { QueueProvider } from '../ops/dashboard.js';
-import { registerOps } from '../ops/ops-plugin.js';
-import { buildReaderApp } from './app.js';
-import type { RateLimitCheck } from './rate-limit.js';
+import type { CatalogEntry } from '../catalog/types.js';
+import { buildReaderApp, type ChangeCounters } from './app.js';
+import type { RateLimitCheck } from './limits/rate-limit.js';
 import { whenReady } from '../redis/connect.js';
 import { createReaderState } from './state.js';
 import { createChangeLog } from '../catalog/change-log.js';
-import { redisKeys } from '../redis/keys.js';
+import { redisKeys } from '../redis/key-names.js';
 import { createChangeFeed } from './changes/feed.js';
 import { createStreamSlots, type StreamSlots } from './changes/stream-slots.js';
-import { createChangeTally, shareChangeStats } from '../ops/change-stats.js';
-import type { PublishedCache } from './cache.js';
-import type { PublishPort } from './publish-port.js';
+import type { LimitMetrics } from './limits/limit-fail-open.js';
+import type { PublishedCache } from './data/cache.js';
+import type { PublishPort } from '../ports/publish.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
-export type { RateDecision, RateLimitCheck } from './rate-limit.js';
+export type { RateDecision, RateLimitCheck } from './limits/rate-limit.js';
 
 export interface ReaderDeps {
   readonly config: Config;
@@ -48,14 +46,21 @@ export interface ReaderDeps {
   readonly enforceLimits?: boolean;
   /** Extra hooks and routes on the reader's app, added before its own (see ReaderAppDeps). */
   readonly register?: (app: FastifyInstance) => Promise<void> | void;
-  /** Metrics of this process: /metrics, HTTP counts, feed freshness from what this reader holds. */
-  readonly metrics?: Metrics;
-  /** The ingest queue, or how to open it, for the dashboard at /admin/queues (opened on its first request). */
-  readonly queue?: QueueProvider;
+  /** Told of answers, refusals, failed authentications and uploads (the process's metrics fit it). */
+  readonly metrics?: ReaderMetrics;
+  /** Counters of the change endpoints: open streams, events written, slow clients dropped, long-polls. */
+  readonly changeCounters?: ChangeCounters;
   /** Take the versions workers carry ahead of their announcements (default true; see ReaderStateDeps). */
   readonly carried?: boolean;
   /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
   readonly publisher?: PublishPort | undefined;
+}
+
+/** What the reader reports as it serves. It defines the shape; the composition root passes the metrics. */
+export interface ReaderMetrics extends LimitMetrics {
+  httpResponse(route: string, method: string, status: number, durationMs?: number): void;
+  authFailed(reason: string): void;
+  httpPublished(outcome: string): void;
 }
 
 export interface RunningReader {
@@ -65,6 +70,8 @@ export interface RunningReader {
   readonly ready: Promise<void>;
   /** Hold a version this process has just published, bytes and all (no store read): see PublishedCache.offer. */
   readonly offer: PublishedCache['offer'];
+  /** The catalog entries this reader holds now (for the freshness metrics). */
+  entries(): Iterable<CatalogEntry>;
   /** Stop listening (in-flight requests finish), stop refreshing, unsubscribe. */
   close(): Promise<void>;
 }
@@ -85,26 +92,13 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
     published: state.published,
     logger: deps.log.child({ component: 'changes' }),
   });
-  let stopStats: (() => void) | undefined;
   const stopFeed = async () => {
-    stopStats?.();
     const closing = feed.close();
     tailRedis.disconnect();
     await closing;
   };
   try {
-    const { metrics, queue } = deps;
-    if (metrics) {
-      metrics.bindCatalog(
-        function* () {
-          for (const f of state.published.filenames()) {
-            const v = state.published.get(f);
-            if (v) yield v.entry;
-          }
-        },
-        { staleAfterMs: deps.config.staleAfterMs },
-      );
-    }
+    const { metrics } = deps;
     if (deps.enforceLimits && !deps.rateLimit) {
       limitsRedis = deps.redis.duplicate({
         connectionName: `${deps.config.redis.prefix}:reader-limits`,
@@ -126,13 +120,11 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
           onError: (err) => deps.log.debug({ err: { message: err.message } }, 'stream slots: Redis did not answer'),
         })
       : undefined;
-    const tally = createChangeTally(metrics?.changes);
-    stopStats = shareChangeStats(deps.redis, redisKeys(deps.config.redis.prefix), tally.stats);
     const app = await buildReaderApp({
       ...deps,
       state,
       feed,
-      changeCounters: metrics ? { ...tally, tooManyStreams: () => metrics.rateLimited('streams') } : tally,
+      changeCounters: deps.changeCounters,
       streamSlots: slots,
       limits: limitsRedis ? { redis: limitsRedis, subscriber: deps.subscriber, metrics: deps.metrics } : undefined,
       onAuthFailed: metrics ? (reason) => metrics.authFailed(reason) : undefined,
@@ -141,10 +133,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       publish: deps.publisher
         ? { port: deps.publisher, registry: deps.registry, onOutcome: metrics ? (outcome) => metrics.httpPublished(outcome) : undefined }
         : undefined,
-      register: async (a) => {
-        if (metrics) await registerOps(a, { config: deps.config, metrics, ...(queue ? { queue } : {}) });
-        await deps.register?.(a);
-      },
+      register: deps.register,
     });
     const address = await app.listen({ host: deps.config.http.host, port: deps.config.http.port });
     const url = displayUrl(address);
@@ -153,6 +142,12 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       url,
       ready: state.ready,
       offer: state.published.offer,
+      *entries() {
+        for (const f of state.published.filenames()) {
+          const v = state.published.get(f);
+          if (v) yield v.entry;
+        }
+      },
       async close() {
         await app.close();
         slots?.close();

@@ -18,7 +18,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGE_QUERIES } from './changes/openapi.js';
 import { HISTORY_PARAMS } from './history/openapi.js';
 import { COMMON_PROBLEMS, METHOD_NOT_ALLOWED, PROBLEM_SCHEMA, problem, RATE_HEADERS, RETRY_AFTER, VARY } from './openapi-parts.js';
-import { PUT_DOCUMENTED_REQUEST } from './publish-openapi.js';
+import { PUT_DOCUMENTED_REQUEST } from './publishing/publish-openapi.js';
 
 export const OPENAPI_PATH = '/v1/openapi.json';
 export const API_VERSION = '1.0.0';

@@ -10,7 +10,7 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_PROBLEMS, HttpProblem, type HttpProblemCode } from '../errors.js';
 import { PROBLEM_CONTENT_TYPE, problemBody, problemHeaders, problemPayload } from '../problem-json.js';
-import { requestLineOf, type EdgeReport } from './edge-report.js';
+import { requestLineOf, type EdgeReport } from './limits/edge-report.js';
 
 /** Send `status`, `headers` (a flat list) and `body` through Fastify (which adds Content-Length when the list has none). */
 export function sendFlat(reply: FastifyReply, status: number, headers: readonly string[], body: Buffer | undefined): FastifyReply {

@@ -15,9 +15,9 @@ import type { FeedRegistry } from '../feeds/registry.js';
 import { createKeyRing, type KeyRing } from '../keys/ring.js';
 import { createKeyStore } from '../keys/store.js';
 import type { Logger } from '../log.js';
-import { redisKeys } from '../redis/keys.js';
+import { redisKeys } from '../redis/key-names.js';
 import type { Store } from '../store/store.js';
-import { createPublishedCache, type PublishedCache } from './cache.js';
+import { createPublishedCache, type PublishedCache } from './data/cache.js';
 import { withTimeout } from '../timeout.js';
 
 export interface ReaderStateDeps {
@@ -33,7 +33,7 @@ export interface ReaderStateDeps {
   /**
    * Take the versions workers carry ahead of their announcements (default true). A reader in the
    * worker's own process is handed its bytes directly and leaves it off, so that the worker,
-   * seeing nobody listen, stops carrying (src/ingest/carry.ts).
+   * seeing nobody listen, stops carrying (src/ingest/publish/carry.ts).
    */
   readonly carried?: boolean;
 }

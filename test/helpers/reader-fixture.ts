@@ -19,10 +19,10 @@ import { buildRegistry, parseFilename, type FeedRegistry } from '../../src/feeds
 import { createKeyStore, type KeyStore } from '../../src/keys/store.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { buildReaderApp } from '../../src/reader/app.js';
-import type { RateLimitCheck } from '../../src/reader/rate-limit.js';
+import type { RateLimitCheck } from '../../src/reader/limits/rate-limit.js';
 import { createReaderState, type ReaderState } from '../../src/reader/state.js';
 import { createRedis } from '../../src/redis/connect.js';
-import { redisKeys, type RedisKeys } from '../../src/redis/keys.js';
+import { redisKeys, type RedisKeys } from '../../src/redis/key-names.js';
 import { createFsStore } from '../../src/store/fs-store.js';
 import { objectKey, type Store } from '../../src/store/store.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';

@@ -1,5 +1,5 @@
 /**
- * Runs the real `oddsfiles` command (the built bin, dist/workers/oddsfiles.js) as a child
+ * Runs the real `oddsfiles` command (the built bin, dist/bin/oddsfiles.js) as a child
  * process, as a user would, and reads its JSON log lines.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
-export const BIN = join(ROOT, 'dist/workers/oddsfiles.js');
+export const BIN = join(ROOT, 'dist/bin/oddsfiles.js');
 
 export type LogLine = Record<string, unknown> & { msg?: string; level?: number };
 

@@ -3,7 +3,7 @@
  * the JSON of /v1/changes and the bytes of the server-sent event of /v1/stream.
  */
 import type { LoggedChange } from '../../catalog/change-log.js';
-import { etagFor } from '../version.js';
+import { etagFor } from '../data/version.js';
 
 export interface ChangeJson {
   readonly position: number;

@@ -12,8 +12,8 @@
  */
 import type { ChangeLog, LogBounds, LoggedChange } from '../../catalog/change-log.js';
 import type { Logger } from '../../log.js';
-import type { PublishedCache } from '../cache.js';
-import { supersedes } from '../version.js';
+import type { PublishedCache } from '../data/cache.js';
+import { supersedes } from '../data/version.js';
 import { toFeedEvent, type FeedEvent } from './event.js';
 
 export interface ChangeFeedDeps {

@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../../redis/keys.js';
+import type { RedisKeys } from '../../redis/key-names.js';
 import { withTimeout } from '../../timeout.js';
 
 export interface StreamSlots {

@@ -11,11 +11,11 @@ import type { HistoryVersion } from '../../catalog/history-index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { Logger } from '../../log.js';
 import { objectKey } from '../../store/store.js';
-import type { Answer } from '../answer.js';
-import { GENERATED_AT } from '../data-route.js';
-import { createCodingNegotiator, etagMatches, type CompressedCoding } from '../encoding.js';
-import { createVariantMaker } from '../variants.js';
-import { makeVersion, type Variant, type Version } from '../version.js';
+import type { Answer } from '../data/answer.js';
+import { GENERATED_AT } from '../data/data-route.js';
+import { createCodingNegotiator, etagMatches, type CompressedCoding } from '../data/encoding.js';
+import { createVariantMaker } from '../data/variants.js';
+import { makeVersion, type Variant, type Version } from '../data/version.js';
 
 export const IMMUTABLE = 'private, max-age=31536000, immutable';
 

@@ -3,10 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { createHistoryIndex } from '../../catalog/history-index.js';
 import type { Logger } from '../../log.js';
-import { redisKeys } from '../../redis/keys.js';
+import { redisKeys } from '../../redis/key-names.js';
 import type { Store } from '../../store/store.js';
-import type { V1Handler } from '../v1-handler.js';
-import { createVersionBytes } from '../version-bytes.js';
+import type { V1Handler } from '../data/v1-handler.js';
+import { createVersionBytes } from '../data/version-bytes.js';
 import { createHistoryBytes } from './bytes.js';
 import { registerHistoryRoutes } from './routes.js';
 

@@ -1,0 +1,83 @@
+/**
+ * The store's record of every retained publication (`history/<filename>/...json`, named by its
+ * history member: history-index.ts), written after the commit in the manifest writer's background
+ * step, never on the publish path; a trimmed publication's record is deleted there too. When
+ * Redis lost a file's history (or it predates history), the index is rebuilt from these records.
+ * A crash between a commit and its record's write leaves that publication out of a rebuilt index
+ * (Redis still has it while it keeps its data).
+ */
+import { historyRecordKey, memberOfRecordKey, parseMember } from '../../catalog/history-index.js';
+import type { Catalog } from '../../catalog/redis-catalog.js';
+import type { Logger } from '../../log.js';
+import type { Store } from '../../store/store.js';
+import { inBatches } from './cleanup-batch.js';
+
+export interface HistoryRecords {
+  /** `added` was published under `filename`; `removed` were trimmed from its history. */
+  committed(filename: string, added: string, removed: readonly string[]): void;
+  /** Write the pending records and delete the trimmed ones; what fails stays pending. */
+  flush(): Promise<void>;
+  /** Rebuild from the store's records the index of every published file whose index is missing. */
+  repair(): Promise<void>;
+  pending(): number;
+}
+
+export interface HistoryRecordsDeps {
+  readonly catalog: Pick<Catalog, 'history'>;
+  readonly store: Pick<Store, 'put' | 'delete' | 'list'>;
+  readonly log: Logger;
+}
+
+interface Pending {
+  readonly filename: string;
+  readonly member: string;
+}
+
+export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
+  const { catalog, store, log } = deps;
+  let puts: Pending[] = [];
+  let deletes: Pending[] = [];
+  return {
+    committed(filename, added, removed) {
+      puts.push({ filename, member: added });
+      for (const member of removed) deletes.push({ filename, member });
+    },
+    async flush() {
+      const gone = new Set(deletes.map((d) => `${d.filename}\n${d.member}`));
+      const writing = puts.filter((p) => !gone.has(`${p.filename}\n${p.member}`));
+      puts = [];
+      const failed: Pending[] = [];
+      await inBatches(writing, async (p) => {
+        const v = parseMember(p.member);
+        if (!v) return;
+        const body = {
+          filename: p.filename,
+          seq: v.seq,
+          sha256: v.sha256,
+          size: v.size,
+          generated_at: new Date(v.generatedAtMs).toISOString(),
+          published_at: new Date(v.publishedMs).toISOString(),
+        };
+        await store.put(historyRecordKey(p.filename, p.member), Buffer.from(JSON.stringify(body)), 'application/json').catch(() => failed.push(p));
+      });
+      puts = failed.concat(puts);
+      const removing = deletes;
+      deletes = [];
+      await inBatches(removing, (d) =>
+        store
+          .delete(historyRecordKey(d.filename, d.member))
+          .catch((err: unknown) => log.warn({ err, filename: d.filename }, 'could not delete a history record')),
+      );
+      if (failed.length > 0) throw new Error(`${failed.length} history records could not be written; will retry`);
+    },
+    async repair() {
+      for (const filename of await catalog.history.unbuilt()) {
+        const keys = await store.list(`history/${filename}/`);
+        const members = keys.map(memberOfRecordKey).filter((m): m is string => m !== undefined);
+        await catalog.history.rebuild(filename, members);
+        log.info({ filename, versions: members.length }, 'history index rebuilt from the store');
+      }
+    },
+    pending: () => puts.length + deletes.length,
+  };
+}

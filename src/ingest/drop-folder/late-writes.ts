@@ -1,0 +1,68 @@
+/**
+ * Rejected drops whose writer was still writing. A rejected drop whose bytes were read is kept in
+ * REJECTED_DIR as those bytes, and its claim (the file a writer may still hold open) is parked as
+ * INBOX_DIR/.rejected-watch/<id>. Each rescan compares a parked file with the kept bytes: grown
+ * or written since, the rejection does not stand (it was about bytes the writer went on from), so
+ * its folder is removed and the file goes through the pipeline again as a new claim. Parked files
+ * quiet for `ingest.settle_max` are removed.
+ */
+import { lstat, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from '../../log.js';
+import { claimPath, newClaimId } from './inbox.js';
+import { enqueueClaim, type IngestQueue } from '../queue.js';
+import { readRejection, watchDir, type RejectionRecord } from '../rejections/rejected.js';
+
+export interface LateWriteDeps {
+  readonly inboxDir: string;
+  readonly rejectedDir: string;
+  readonly queue: IngestQueue;
+  /** How long a parked file is watched after its last write. */
+  readonly watchMs: number;
+  /** Forget a withdrawn rejection where `status` lists the last ones (best effort). */
+  readonly forgetRejection?: (record: RejectionRecord) => Promise<void>;
+  readonly log: Logger;
+}
+
+/** One pass over the parked files; resolves to how many went back into the pipeline. */
+export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
+  const dir = watchDir(deps.inboxDir);
+  const names = await readdir(dir).catch(() => [] as string[]);
+  let requeued = 0;
+  for (const name of names) {
+    const parked = join(dir, name);
+    const id = name;
+    const st = await lstat(parked).catch(() => undefined);
+    if (!st?.isFile()) continue;
+    const record = await readRejection(deps.rejectedDir, id);
+    const kept = record ? await lstat(join(deps.rejectedDir, id, record.filename)).catch(() => undefined) : undefined;
+    if (!record || !kept) {
+      // The rejection was removed (retried, cleaned up): nothing left to compare with.
+      await unlink(parked).catch(() => undefined);
+      continue;
+    }
+    // Written after the kept bytes were: the writer went on.
+    const written = st.size !== kept.size || st.mtimeMs > kept.mtimeMs;
+    if (!written) {
+      if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await unlink(parked).catch(() => undefined);
+      continue;
+    }
+    const claimId = newClaimId();
+    try {
+      await rename(parked, claimPath(deps.inboxDir, claimId, record.filename));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // taken by another watcher
+      throw err;
+    }
+    // From here the claim is safe: should the queueing fail, the rescan recovers it (recovery.ts).
+    await rm(join(deps.rejectedDir, id), { recursive: true, force: true });
+    await deps.forgetRejection?.(record).catch(() => undefined);
+    await enqueueClaim(deps.queue, claimId, record.filename, Date.now());
+    deps.log.info(
+      { filename: record.filename, rejectionId: id, reason: record.reason, claimId },
+      'a rejected drop was still being written: its rejection is withdrawn and it goes through the pipeline again',
+    );
+    requeued++;
+  }
+  return requeued;
+}

@@ -1,0 +1,122 @@
+/**
+ * The ingest side of PUT /v1/data/{filename} (the reader's PublishPort, src/ports/publish.ts):
+ * an upload goes through the pipeline a drop takes. Its bytes are staged in the store
+ * (staged.ts: readers mount no inbox), a claim job marked `staged` is queued, and the outcome is
+ * awaited with one QueueEvents per process: a worker settles it with the same publish step as a
+ * folder drop (validation, generated_at stamping, newest wins, REJECTED_DIR), so ordering and
+ * crash safety are the queue's. A dry run validates here, with the same validator and the same
+ * rule against the published version (decide.ts), and writes nothing.
+ *
+ * Loaded by service.ts with import() only where the reader takes PUTs (publish.http): it loads
+ * BullMQ and the document validator.
+ */
+import { createHash } from 'node:crypto';
+import { QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Catalog } from '../../catalog/redis-catalog.js';
+import type { Config } from '../../config.js';
+import { RejectionError } from '../../errors.js';
+import { parseFilename, type FeedRegistry } from '../../feeds/registry.js';
+import { createDocumentValidator, loadDocumentSchema, type DocumentValidator } from '../../feeds/validate.js';
+import type { Logger } from '../../log.js';
+import type { DryRunOutcome, PublishOutcome, PublishPort } from '../../ports/publish.js';
+import { INGEST_QUEUE } from '../../redis/key-names.js';
+import type { Store } from '../../store/store.js';
+import { decideAgainst } from '../publish/decide.js';
+import { newClaimId } from '../drop-folder/inbox.js';
+import { enqueueClaim, type IngestQueue, type IngestResult } from '../queue.js';
+import { stagedKey } from './staged.js';
+
+export interface HttpPublisherDeps {
+  readonly config: Pick<Config, 'limits' | 'publish' | 'redis'>;
+  readonly queue: IngestQueue;
+  /** A connection of its own for the QueueEvents (it blocks on Redis): closed with the publisher. */
+  readonly eventsConnection: Redis;
+  readonly store: Store;
+  readonly catalog: Catalog;
+  readonly registry: FeedRegistry;
+  readonly log: Logger;
+}
+
+export interface HttpPublisher extends PublishPort {
+  close(): Promise<void>;
+}
+
+export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpPublisher> {
+  const { config, queue, store, catalog, registry, log } = deps;
+  const events = new QueueEvents(INGEST_QUEUE, { connection: deps.eventsConnection, prefix: config.redis.prefix });
+  events.on('error', (err) => log.debug({ err: { message: err.message } }, 'publish events connection error'));
+  await events.waitUntilReady();
+  let validate: DocumentValidator | undefined;
+
+  const submit = async (filename: string, bytes: Buffer, receivedAt: Date): Promise<PublishOutcome> => {
+    const claimId = newClaimId(receivedAt);
+    const key = stagedKey(claimId, filename);
+    await store.put(key, bytes, 'application/json');
+    let job;
+    try {
+      job = await enqueueClaim(queue, claimId, filename, receivedAt.getTime(), true);
+    } catch (err) {
+      await store.delete(key).catch(() => undefined); // else the sweep removes it
+      throw err;
+    }
+    let r: IngestResult;
+    try {
+      r = await job.waitUntilFinished(events, config.publish.settleTimeoutMs);
+    } catch (err) {
+      // Not settled in time: the job stays queued and a worker settles it.
+      if (/timed out/i.test((err as Error).message)) return { outcome: 'pending' };
+      throw err;
+    }
+    return outcomeOf(r);
+  };
+
+  const check = async (filename: string, bytes: Buffer, receivedAt: Date): Promise<DryRunOutcome> => {
+    const feed = parseFilename(registry, filename);
+    if (!feed) return { outcome: 'rejected', reason: 'unknown_filename', detail: `"${filename}" is not a feed filename of the registry` };
+    validate ??= createDocumentValidator(config.limits, loadDocumentSchema());
+    const currentP = catalog.get(feed.filename);
+    currentP.catch(() => undefined); // awaited below
+    let doc;
+    try {
+      doc = validate({ feed, bookmaker: registry.bookmakers.get(feed.bookmaker)!, bytes, receivedAt, now: new Date() });
+    } catch (err) {
+      if (err instanceof RejectionError) return { outcome: 'rejected', reason: err.reason, detail: err.detail };
+      throw err;
+    }
+    const current = await currentP;
+    const sha256 = sha256Of(doc.bytes);
+    const would = decideAgainst(current, { sha256, sourceSha256: doc.stamped ? sha256Of(bytes) : undefined, generatedAtMs: doc.generatedAtMs }) ?? 'published';
+    return {
+      outcome: 'valid',
+      would,
+      generatedAt: doc.generatedAt,
+      current: current ? { sha256: current.sha256, generatedAt: current.generatedAt } : undefined,
+    };
+  };
+
+  return {
+    submit,
+    check,
+    async close() {
+      await events.close();
+    },
+  };
+}
+
+function outcomeOf(r: IngestResult): PublishOutcome {
+  switch (r.outcome) {
+    case 'published':
+    case 'unchanged':
+    case 'superseded':
+      if (r.sha256 && r.generatedAt && r.current) return { outcome: r.outcome, sha256: r.sha256, generatedAt: r.generatedAt, current: r.current };
+      break;
+    case 'rejected':
+      return { outcome: 'rejected', reason: r.reason ?? 'unknown', detail: r.detail ?? '', rejectionId: r.rejectionId };
+  }
+  throw new Error(`the upload's job ended ${r.outcome} without settling it`);
+}
+
+function sha256Of(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}

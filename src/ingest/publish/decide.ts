@@ -1,0 +1,28 @@
+/**
+ * The rule that settles a valid drop against what is published under its filename, before any
+ * write: `unchanged` when it is the published version, `superseded` when the published one is
+ * newer, otherwise undefined (it goes on to the commit, whose Lua script applies the same rule
+ * atomically: src/catalog/redis-catalog.ts). Used by the publish step and by the dry run of
+ * PUT /v1/data, so both answer alike.
+ *
+ * A document without `generated_at` is stamped with its time of receipt, so the same bytes sent
+ * twice would never be the same version: such a version keeps the SHA-256 of the bytes as
+ * received (`sourceSha256`), and a drop whose bytes as received have that hash is `unchanged`.
+ */
+import type { CatalogEntry } from '../../catalog/types.js';
+
+export interface DropIdentity {
+  /** SHA-256 of the bytes to publish (stamped when `generated_at` was missing). */
+  readonly sha256: string;
+  /** SHA-256 of the bytes as received; set only when they were stamped. */
+  readonly sourceSha256?: string | undefined;
+  readonly generatedAtMs: number;
+}
+
+export function decideAgainst(current: CatalogEntry | undefined, drop: DropIdentity): 'unchanged' | 'superseded' | undefined {
+  if (!current) return undefined;
+  if (current.sha256 === drop.sha256) return 'unchanged';
+  if (drop.sourceSha256 !== undefined && current.sourceSha256 === drop.sourceSha256) return 'unchanged';
+  if (current.generatedAtMs > drop.generatedAtMs) return 'superseded';
+  return undefined;
+}
