@@ -241,7 +241,7 @@ describe('Dockerfile and .dockerignore', () => {
 
   it('runs the built command as an unprivileged user that owns the folders the volumes mount on', () => {
     expect(runtime).toMatch(/^USER node$/m);
-    expect(runtime).toMatch(/^ENTRYPOINT \["node", "dist\/workers\/oddsfiles\.js"\]$/m);
+    expect(runtime).toMatch(/^ENTRYPOINT \["node", "dist\/bin\/oddsfiles\.js"\]$/m);
     const inbox = env('watcher').INBOX_DIR!;
     const rejected = env('watcher').REJECTED_DIR!;
     const mkdir = /^RUN mkdir -p (.+?) && chown -R node:node (\S+)$/m.exec(runtime);
