@@ -1,7 +1,7 @@
 /**
  * The only implementation of GET (and HEAD) /v1/files and /v1/data/{filename}: every check in
- * order, as plain data. Credentials (401; a marketplace plan not mapped: 403; an address locked
- * out after failed authentications: 429), the plan rate (429), published (404), allow-list (403),
+ * order, as plain data. Credentials (401; a marketplace plan not mapped: 403; a failed attempt from
+ * an address locked out after too many: 429), the plan rate (429), published (404), allow-list (403),
  * then the answer (200, or 304 when the request's validators match). Once the rate is counted its
  * headers go on every answer, refusals included.
  *
@@ -153,11 +153,8 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     }
     const header = h[API_KEY_HEADER];
     const principal = ring.authenticate(header);
-    if (principal) {
-      // Nobody locked out (the usual case): the address is not even looked at.
-      const wait = gate && gate.anyLocked() ? gate.locked(clientIp(req)) : undefined;
-      return wait === undefined ? principal : problemReply(lockedOut(wait));
-    }
+    // A valid key is served even from a locked-out address: the lockout refuses failing attempts only.
+    if (principal) return principal;
     if (header === undefined || header === '') {
       onAuthFailed?.('missing');
       return problemReply(new HttpProblem('unauthorized', MISSING, CHALLENGE));
