@@ -10,7 +10,7 @@ import type { FeedRegistry } from '../feeds/registry.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import type { CatalogEntry } from '../catalog/types.js';
-import { buildReaderApp, type ChangeCounters } from './app.js';
+import { buildReaderApp, type ChangeCounters, type PressureLimits } from './app.js';
 import type { RateLimitCheck } from './limits/rate-limit.js';
 import { whenReady } from '../redis/connect.js';
 import { createReaderState } from './state.js';
@@ -54,6 +54,8 @@ export interface ReaderDeps {
   readonly carried?: boolean;
   /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
   readonly publisher?: PublishPort | undefined;
+  /** When the process counts as overloaded (defaults in edge-limits.ts). */
+  readonly pressure?: PressureLimits | undefined;
 }
 
 /** What the reader reports as it serves. It defines the shape; the composition root passes the metrics. */
