@@ -9,7 +9,7 @@
 import { unlink } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
-import type { CatalogEntry, CommitOutcome } from '../../catalog/types.js';
+import type { CatalogEntry, CommitOutcome, DropOutcome } from '../../catalog/types.js';
 import { RejectionError, type RejectionReason } from '../../errors.js';
 import { parseFilename, type FeedInfo, type FeedRegistry } from '../../feeds/registry.js';
 import type { DocumentValidator, ValidDocument } from '../../feeds/validate.js';
@@ -25,8 +25,6 @@ import { readSettled, SettledRejection } from '../drop-folder/settle.js';
 import type { SupersededRecord } from '../rejections/superseded-log.js';
 import { createByteBudget, withinBudget } from './byte-budget.js';
 import { createLaps, type Laps } from './laps.js';
-
-export type DropOutcome = CommitOutcome | 'rejected';
 
 export interface DropResult {
   readonly outcome: DropOutcome;
