@@ -25,6 +25,7 @@ import { readSettled, SettledRejection } from '../drop-folder/settle.js';
 import type { SupersededRecord } from '../rejections/superseded-log.js';
 import { createByteBudget, withinBudget } from './byte-budget.js';
 import { createLaps, type Laps } from './laps.js';
+import { ifExists } from '../../missing.js';
 
 export interface DropResult {
   readonly outcome: DropOutcome;
@@ -114,7 +115,7 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
       // Maybe committed by an attempt that died before the manifest: the claim goes after a check.
       ctx.manifest.check(claim.path);
     } else if (outcome === 'superseded') {
-      await unlink(claim.path).catch(ignoreMissing);
+      await ifExists(unlink(claim.path));
       const record = { filename: claim.name, generated_at: drop.doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
       await ctx.deps.recordSuperseded?.(record).catch((e: unknown) => ctx.deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
     }
@@ -252,12 +253,8 @@ async function rejectDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, e
   const judged = err instanceof SettledRejection ? err.bytes : undefined;
   await writeRejection(deps.config.rejectedDir, record, claim.path, judged);
   if (judged) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
-  else await unlink(claim.path).catch(ignoreMissing);
+  else await ifExists(unlink(claim.path));
   await deps.recordRejection?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the rejection in Redis'));
   laps.set('total', t0, performance.now());
   return { outcome: 'rejected', filename: claim.name, reason: err.reason, detail: err.detail, rejectionId: record.id, timings: laps.timings };
-}
-
-function ignoreMissing(err: NodeJS.ErrnoException): void {
-  if (err.code !== 'ENOENT') throw err;
 }
