@@ -16,6 +16,7 @@ import { createRedisOutageLog } from './redis/outage-log.js';
 import { resolveRedis } from './redis/private-server.js';
 import { createChangeTally, shareChangeStats } from './ops/change-stats.js';
 import { createMetrics } from './ops/metrics.js';
+import { announcePresence } from './ops/presence.js';
 import { registerOps } from './ops/ops-plugin.js';
 import { startMetricsServer } from './ops/metrics-server.js';
 import { createQueueCounts } from './ops/queue-counts.js';
@@ -98,6 +99,9 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     closers.push(() => store.close());
     const client = connect('client', 'client');
     await whenReady(client);
+    // Every role says it runs under this prefix (`keys create` warns when nothing does).
+    const stopPresence = announcePresence(client, keys, roles);
+    closers.push(async () => stopPresence());
     const catalog = createCatalog(client, keys, config.changes, config.history);
     const registry = buildRegistry(config.bookmakers, config.sports);
     // BullMQ is loaded where a role needs it (watcher, worker, a reader taking PUTs) and, in a
