@@ -230,7 +230,8 @@ describe.skipIf(!HAVE_CHROMIUM)('queue dashboard of a running service in Chromiu
 
   it('lists the completed jobs by filename and outcome, the rejection marked with its reason, and shows readable times', async () => {
     await browser.setExtraHTTPHeaders({ authorization: `Bearer ${TOKEN}` });
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await browser.newPage();
+    await page.setViewportSize({ width: 1280, height: 900 });
     try {
       await page.goto(`${svc.url}/admin/queues/queue/ingest?status=completed`);
       await page.getByText(`✗ REJECTED ${BAD} · not_an_object: the top level is an array`).first().waitFor({ timeout: 30_000 });
