@@ -14,6 +14,7 @@
  * way, the last lines may come out before that write's (pino's exit handler cannot wait for it).
  */
 import { pino, type Logger, type LoggerOptions as PinoOptions } from 'pino';
+import { scrubKeys } from './keys/secret.js';
 
 export type { Logger };
 
@@ -28,6 +29,53 @@ export const REDACT_PATHS = [
   'apiKey',
   'secret',
 ];
+
+/**
+ * Paths whose whole query string is withheld from logs: the operator endpoints, where a client may
+ * put the admin token in the address (`/metrics?token=…`). Matched on the decoded path, lowercased,
+ * with repeated slashes collapsed, so that no spelling of the path slips through.
+ */
+const SECRET_QUERY_PATHS = ['/metrics', '/admin'];
+/** Query parameters whose value is withheld from logs on every route (names compared decoded, lowercased). */
+const SECRET_PARAMS = new Set(['token', 'key', 'api_key', 'apikey', 'api-key', 'x-api-key', 'access_token']);
+const REDACTED = '[redacted]';
+
+/**
+ * A request URL as it may be logged: the query of an operator path replaced whole
+ * (`/metrics?[redacted]`), the values of `token`, `key`, `api_key` (and their usual spellings)
+ * replaced on every other path, and anything shaped like an API key replaced wherever it is.
+ */
+export function scrubUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return scrubKeys(url);
+  const path = url.slice(0, q);
+  if (isSecretQueryPath(path)) return `${scrubKeys(path)}?${REDACTED}`;
+  const params = url
+    .slice(q + 1)
+    .split('&')
+    .map((part) => {
+      const eq = part.indexOf('=');
+      const name = eq < 0 ? part : part.slice(0, eq);
+      return SECRET_PARAMS.has(decodeLoosely(name).toLowerCase()) ? `${name}=${REDACTED}` : part;
+    });
+  return scrubKeys(`${path}?${params.join('&')}`);
+}
+
+function isSecretQueryPath(path: string): boolean {
+  const p = decodeLoosely(path).toLowerCase().replace(/\/+/g, '/');
+  return SECRET_QUERY_PATHS.some((prefix) => p === prefix || p.startsWith(`${prefix}/`) || p.startsWith(`${prefix}?`));
+}
+
+/** Percent-decoding (`+` as a space, as in a query) that never throws on a malformed escape. */
+function decodeLoosely(text: string): string {
+  const plain = text.replace(/\+/g, ' ');
+  if (!plain.includes('%')) return plain;
+  try {
+    return decodeURIComponent(plain);
+  } catch {
+    return plain.replace(/%([0-9a-f]{2})/gi, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  }
+}
 
 /** The message of the per-request line: the only lines an asynchronous logger holds back. */
 export const REQUEST_LINE_MSG = 'request';

@@ -68,6 +68,7 @@ describe('history end to end', () => {
         '  pro: { allow: ["*"], history: 24h }',
         '  brief: { allow: ["*"], history: 1s }',
         '  plain: { allow: ["*"] }',
+        '  narrow: { allow: ["site_pregame_*"], history: 24h }',
         'ingest: { keep_versions: 1 }',
         'history: { retention: 7d, max_versions: 4 }',
         '',
@@ -75,7 +76,7 @@ describe('history end to end', () => {
     );
     env = baseEnv(dataDir, prefix);
     svc = await startOddsfiles(env);
-    for (const name of ['pro', 'brief', 'plain']) {
+    for (const name of ['pro', 'brief', 'plain', 'narrow']) {
       const res = await runCli(env, ['keys', 'create', '--name', name, '--plan', name]);
       expect(res.code, res.stderr).toBe(0);
       keys[name] = res.stdout.trim();
@@ -174,6 +175,34 @@ describe('history end to end', () => {
     expect((await get(`/v1/history/${LIVE}/zzz`, keys.pro!)).status).toBe(400);
     expect((await get(`/v1/history/${LIVE}/${'0'.repeat(32)}`, keys.pro!)).status).toBe(404);
     expect((await get(`/v1/history/..%2Fetc`, keys.pro!)).status).toBe(404);
+  });
+
+  it('refuses a name exactly as GET /v1/data does for the same name and key (404 never published, 403 not allowed)', async () => {
+    const NEVER = 'site_live_bluewater_tennis.json';
+    const problem = async (path: string, key: string) => {
+      const r = await get(path, key);
+      const body = (await r.json()) as { type: string; title: string; detail: string };
+      return { status: r.status, type: body.type, detail: body.detail };
+    };
+    const cases: [string, string, number][] = [
+      [NEVER, keys.pro!, 404],
+      [NEVER, keys.plain!, 404],
+      [NEVER, keys.narrow!, 404],
+      [LIVE, keys.narrow!, 403],
+      ['not a feed name.json', keys.pro!, 404],
+    ];
+    for (const [name, key, status] of cases) {
+      const data = await problem(`/v1/data/${encodeURIComponent(name)}`, key);
+      expect(data.status, name).toBe(status);
+      for (const path of [
+        `/v1/history/${encodeURIComponent(name)}`,
+        `/v1/history/${encodeURIComponent(name)}?at=2026-01-01T00:00:00Z`,
+        `/v1/history/${encodeURIComponent(name)}/${'0'.repeat(32)}`,
+        `/v1/history/${encodeURIComponent(name)}/zzz`,
+      ]) {
+        expect(await problem(path, key), path).toEqual(data);
+      }
+    }
   });
 
   it('deletes an old object only once history lets go of it, never the current one', async () => {

@@ -4,7 +4,6 @@
  * SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
  * signal on), leaving no process behind and the port free.
  */
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, ROOT, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 import { freePort } from './helpers/faults.js';
+import { spawnTracked } from './helpers/processes.js';
 
 describe('oddsfiles start: signals', () => {
   const prefix = uniquePrefix('e2e-signals');
@@ -76,7 +76,7 @@ describe('npm start', () => {
   it('a SIGTERM to npm stops the service: no process left, the port free', async () => {
     const port = await freePort();
     const env = baseEnv(await makeDataDir('e2e-npm-start'), prefix, { PORT: String(port) });
-    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const npm = spawnTracked('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     npm.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
     npm.stderr.setEncoding('utf8').on('data', (c: string) => (out += c));

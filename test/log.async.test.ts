@@ -3,12 +3,12 @@
  * stdout is a pipe, as in production: request lines are buffered, every other line goes out at
  * once, and whatever is buffered is written when the process exits, a crash included.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnTracked } from './helpers/processes.js';
 
 const LOG_MODULE = resolve(fileURLToPath(import.meta.url), '../../src/log.ts');
 
@@ -28,7 +28,7 @@ function run(dir: string, name: string, body: string): Promise<{ lines: Line[]; 
       `const { createLogger, flushLogger } = await import(process.env.LOG_MODULE);\nconst log = createLogger({ level: 'info', async: true, pretty: false });\n${body}\n`,
     );
     const startedAt = Date.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', file], { env: { ...process.env, LOG_MODULE }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnTracked(process.execPath, ['--import', 'tsx', file], { env: { ...process.env, LOG_MODULE }, stdio: ['ignore', 'pipe', 'pipe'] });
     const lines: Line[] = [];
     let buf = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {

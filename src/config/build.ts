@@ -44,6 +44,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       rate: p.rate ? { max: p.rate.max, perMs: dur(p.rate.per) } : undefined,
       publishRate: p.publish_rate ? { max: p.publish_rate.max, perMs: dur(p.publish_rate.per) } : undefined,
       streams: p.streams,
+      uploads: p.uploads,
       historyMs: p.history === undefined ? undefined : dur(p.history),
     };
   }
@@ -139,6 +140,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       uploadTimeoutMs: dur(f.publish.upload_timeout),
       settleTimeoutMs: dur(f.publish.settle_timeout),
       maxUploads: f.publish.max_uploads,
+      uploadsPerKey: f.publish.uploads_per_key,
       stagedMaxAgeMs: dur(f.publish.staged_max_age),
     },
     changes: {

@@ -54,6 +54,13 @@ const Plan = Type.Object(
       }),
     ),
     history: Type.Optional(duration({ description: 'how far back its keys may read older versions (GET /v1/history); absent: no history' })),
+    uploads: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 10_000,
+        description: 'PUT bodies of one publisher key received at once per reader; default: publish.uploads_per_key',
+      }),
+    ),
   },
   closed,
 );
@@ -193,6 +200,12 @@ export const FileSchema = Type.Object(
           maximum: 10_000,
           default: 16,
           description: 'PUT bodies received at once per reader process (each held in memory up to limits.max_file_bytes); more: 503',
+        }),
+        uploads_per_key: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 4,
+          description: 'PUT bodies of one publisher key received at once per reader process, unless its plan says `uploads`; more: 429',
         }),
         staged_max_age: duration({ default: '10m', description: 'staged uploads with no job after this long are removed by the workers' }),
       },

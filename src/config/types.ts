@@ -32,6 +32,8 @@ export interface Plan {
   readonly streams: number | undefined;
   /** How far back its keys may read older versions (ms); undefined: no history. */
   readonly historyMs?: number | undefined;
+  /** PUT bodies of one of its publisher keys received at once per reader; undefined: publish.uploadsPerKey. */
+  readonly uploads?: number | undefined;
 }
 
 export interface Marketplace {
@@ -144,6 +146,8 @@ export interface Config {
     readonly settleTimeoutMs: number;
     /** PUT bodies received at once per reader process. */
     readonly maxUploads: number;
+    /** PUT bodies of one publisher key received at once per reader process, unless its plan says `uploads`. */
+    readonly uploadsPerKey: number;
     /** Staged uploads older than this with no job are removed (src/ingest/http/staged.ts). */
     readonly stagedMaxAgeMs: number;
   };

@@ -4,7 +4,11 @@
  * open containers are a stack of at most maxDepth entries, and `too_deep` beyond. The whole input
  * is read before `not_an_object` or a schema fault can be reported, as JSON.parse fails before ajv
  * runs. The input must already be valid UTF-8 (validate.ts checks that first).
+ *
+ * It also holds the input to I-JSON (ijson.ts): the first violation is noted and reported as
+ * `not_i_json` once the whole input is known to be JSON.
  */
+import { MemberNames, mayOverflow, notIJson, numberFits } from './ijson.js';
 
 /** What the tokenizer reports, in document order. Positions are byte offsets into the buffer. */
 export interface JsonSink {
@@ -27,7 +31,10 @@ export interface JsonSink {
 export type TopLevel = 'object' | 'an array' | 'string' | 'null' | 'boolean' | 'number';
 
 export type TokenizeResult =
-  { readonly kind: 'invalid_json'; readonly detail: string } | { readonly kind: 'too_deep' } | { readonly kind: 'value'; readonly top: TopLevel };
+  | { readonly kind: 'invalid_json'; readonly detail: string }
+  | { readonly kind: 'too_deep' }
+  | { readonly kind: 'not_i_json'; readonly detail: string }
+  | { readonly kind: 'value'; readonly top: TopLevel };
 
 class InvalidJson extends Error {}
 
@@ -68,6 +75,9 @@ export class JsonTokenizer {
   // Results of the last string read.
   private length = 0;
   private escaped = false;
+  /** The first I-JSON violation of the document (ijson.ts), or null. */
+  private fault: string | null = null;
+  private readonly names = new MemberNames();
 
   constructor(
     private readonly sink: JsonSink,
@@ -84,6 +94,8 @@ export class JsonTokenizer {
     } finally {
       this.buf = Buffer.alloc(0); // keep no document alive between runs
       this.n = 0;
+      this.fault = null;
+      this.names.clear();
     }
   }
 
@@ -138,6 +150,10 @@ export class JsonTokenizer {
         }
         if (c !== 0x22) throw new InvalidJson(`unexpected ${show(c)} at byte ${i}: expected a property name`);
         const end = this.scanString(i);
+        if (this.fault === null) {
+          const twice = this.names.add(depth - 1, buf, i + 1, end - 1, this.escaped);
+          if (twice !== undefined) this.fault = notIJson.duplicate(twice, i);
+        }
         sink.key(i + 1, end - 1, this.escaped);
         i = end;
         while (i < n) {
@@ -164,6 +180,7 @@ export class JsonTokenizer {
         if (depth >= this.maxDepth) return { kind: 'too_deep' };
         kinds[depth++] = c === 0x7b ? OBJ : ARR;
         if (c === 0x7b) {
+          this.names.open(depth - 1);
           sink.openObject(i++);
           state = S_KEY_OR_CLOSE;
         } else {
@@ -193,6 +210,7 @@ export class JsonTokenizer {
       }
       state = S_AFTER_VALUE;
     }
+    if (this.fault !== null) return { kind: 'not_i_json', detail: this.fault };
     return { kind: 'value', top };
   }
 
@@ -208,17 +226,26 @@ export class JsonTokenizer {
     let units = 0;
     let escaped = false;
     let pendingHigh = false; // the last unit was a \uD800-\uDBFF escape
+    let highAt = 0; // where that escape is
+    let highUnit = 0;
+    const lone = () => {
+      if (pendingHigh && this.fault === null) this.fault = notIJson.surrogate(highUnit, highAt);
+    };
     for (;;) {
       if (j >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
       const c = buf[j]!;
       if (c >= 0x20 && c < 0x80 && c !== 0x22 && c !== 0x5c) {
         // Plain ASCII, by far the most common
         units++;
+        if (pendingHigh) lone();
         pendingHigh = false;
         j++;
         continue;
       }
-      if (c === 0x22) break;
+      if (c === 0x22) {
+        if (pendingHigh) lone();
+        break;
+      }
       if (c === 0x5c) {
         escaped = true;
         if (j + 1 >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
@@ -234,11 +261,16 @@ export class JsonTokenizer {
           if (pendingHigh && v >= 0xdc00 && v <= 0xdfff) pendingHigh = false;
           else {
             units++;
+            if (pendingHigh) lone();
+            else if (v >= 0xdc00 && v <= 0xdfff && this.fault === null) this.fault = notIJson.surrogate(v, j);
             pendingHigh = v >= 0xd800 && v <= 0xdbff;
+            highAt = j;
+            highUnit = v;
           }
           j += 6;
         } else if (SIMPLE_ESCAPE[e] === 1) {
           units++;
+          if (pendingHigh) lone();
           pendingHigh = false;
           j += 2;
         } else {
@@ -250,6 +282,7 @@ export class JsonTokenizer {
         // One unit per UTF-8 lead byte; a four-byte character is a surrogate pair, which ajv counts once.
         if ((c & 0xc0) !== 0x80) {
           units++;
+          if (pendingHigh) lone();
           pendingHigh = false;
         }
         j++;
@@ -270,10 +303,16 @@ export class JsonTokenizer {
     if (j < n && buf[j] === 0x30) j++;
     else j = this.digits(j, 'a digit');
     if (j < n && buf[j] === 0x2e) j = this.digits(j + 1, 'a digit after the decimal point');
+    let exponent = false;
     if (j < n && (buf[j] === 0x65 || buf[j] === 0x45)) {
+      exponent = true;
       j++;
       if (j < n && (buf[j] === 0x2b || buf[j] === 0x2d)) j++;
       j = this.digits(j, 'a digit in the exponent');
+    }
+    if (this.fault === null && mayOverflow(j - i, exponent)) {
+      const text = buf.toString('latin1', i, j);
+      if (!numberFits(text)) this.fault = notIJson.number(text, i);
     }
     return j;
   }

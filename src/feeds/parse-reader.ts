@@ -10,18 +10,21 @@ import { elided, HEAD_DECODE_LIMIT, nestingDepth, notAnObject, schemaFault, tooD
 import { createDocumentScanner } from './scan.js';
 
 export function createParseReader(validateSchema: ValidateFunction, maxDepth: number): DocumentReader {
-  // Words syntax errors as the one-pass scan does (what and at which byte of the file): JSON.parse's
-  // messages change between Node versions and count UTF-16 units. Runs only on drops that fail.
+  // The tokenizer without a schema, before JSON.parse: it words syntax errors as the one-pass scan
+  // does (what and at which byte of the file: JSON.parse's messages change between Node versions and
+  // count UTF-16 units), and only it sees what JSON.parse hides: I-JSON violations (a member twice,
+  // a number past a double, a lone surrogate).
   const syntax = createDocumentScanner(null, maxDepth, []);
   return (bytes, start, raw) => {
     // Before JSON.parse, which recurses.
     if (nestingDepth(bytes, maxDepth) > maxDepth) throw tooDeep(maxDepth);
+    const r = syntax(raw, raw.length - bytes.length + start);
+    if (r.kind === 'invalid_json' || r.kind === 'not_i_json') throw new RejectionError(r.kind, r.detail);
     let doc: unknown;
     try {
       doc = JSON.parse(bytes.toString('utf8'));
     } catch (err) {
-      const r = syntax(raw, raw.length - bytes.length + start);
-      throw new RejectionError('invalid_json', r.kind === 'invalid_json' ? r.detail : (err as Error).message);
+      throw new RejectionError('invalid_json', (err as Error).message);
     }
     if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
       throw notAnObject(Array.isArray(doc) ? 'an array' : doc === null ? 'null' : typeof doc);

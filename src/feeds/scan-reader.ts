@@ -20,6 +20,8 @@ export function createScanReader(plan: SchemaPlan | null, maxDepth: number): Doc
         throw new RejectionError('invalid_json', r.detail);
       case 'too_deep':
         throw tooDeep(maxDepth);
+      case 'not_i_json':
+        throw new RejectionError('not_i_json', r.detail);
       case 'not_an_object':
         throw notAnObject(r.what);
       case 'object':

@@ -15,6 +15,8 @@ export interface ByteRange {
 export type ScanResult =
   | { readonly kind: 'invalid_json'; readonly detail: string }
   | { readonly kind: 'too_deep' }
+  /** Valid JSON, but not I-JSON (ijson.ts): the first violation. */
+  | { readonly kind: 'not_i_json'; readonly detail: string }
   /** `what` as the JSON.parse path words it: "an array", "null", "string", "number", "boolean". */
   | { readonly kind: 'not_an_object'; readonly what: string }
   | {

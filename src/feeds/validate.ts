@@ -1,10 +1,11 @@
 /**
  * Document checks, as a pure function of the bytes, the feed, the registry and the clock. Either
- * returns the bytes to publish or throws a RejectionError with one of the ten reason codes.
+ * returns the bytes to publish or throws a RejectionError with one of the reason codes
+ * (REJECTION_REASONS).
  * Nothing here touches the disk, Redis or the store.
  *
- * A drop is published when it is a UTF-8 JSON object (a leading byte order mark is dropped) that
- * passes the loose schema in schemas/, whose `bookmaker` (when present) is the filename's key or
+ * A drop is published when it is a UTF-8 I-JSON object (RFC 7493: ijson.ts; a leading byte order
+ * mark is dropped) that passes the loose schema in schemas/, whose `bookmaker` (when present) is the filename's key or
  * the bookmaker's public name in lowercase, whose `sport` (when present, in a per-sport file) is
  * the filename's sport, and whose `generated_at` (when present) is an ISO 8601 UTC time not later
  * than now plus the allowed skew. A missing `generated_at` is stamped with the time of receipt.

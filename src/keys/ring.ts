@@ -28,6 +28,8 @@ export interface Principal {
   readonly streams: number | undefined;
   /** How far back it may read older versions (its plan's `history`, ms); undefined: no history. */
   readonly historyMs?: number | undefined;
+  /** Publishers: PUT bodies received at once (its plan's `uploads`); undefined: the default. */
+  readonly uploads?: number | undefined;
   /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
   readonly rateKey: string;
   /**
@@ -95,6 +97,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
             kind: 'key' as const,
             rate: plan?.publishRate ?? deps.publishRate,
             streams: undefined,
+            uploads: plan?.uploads,
             rateKey: `publish:key:${record.id}`,
           });
     return Object.freeze({

@@ -1,6 +1,6 @@
 /**
  * Fastify's request logging, reduced to one line per request written when the response is done:
- * method, URL (anything key-shaped scrubbed), status, time, key id. Never the key: the headers
+ * method, URL (secrets scrubbed: scrubUrl in log.ts), status, time, key id. Never the key: the headers
  * are not logged, and the logger redacts X-API-Key (REDACT_PATHS) should anything log them. The
  * front door (front-door.ts) writes the same line for the requests it carries (requestLine,
  * minLoggedStatus, and the request ids of createRequestIds, which Fastify uses too), and so does
@@ -13,8 +13,7 @@
  */
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { RequestLogMode } from '../config.js';
-import { scrubKeys } from '../keys/secret.js';
-import { REQUEST_LINE_MSG } from '../log.js';
+import { REQUEST_LINE_MSG, scrubUrl } from '../log.js';
 
 /**
  * Request ids as Fastify makes them by default (`req-1`, `req-2`, ... in base 36, wrapping at
@@ -50,7 +49,7 @@ export function requestLine(
   return {
     reqId,
     method,
-    url: url === undefined ? undefined : scrubKeys(url),
+    url: url === undefined ? undefined : scrubUrl(url),
     status,
     ms: elapsedMs === undefined ? undefined : Math.round(elapsedMs * 100) / 100,
     keyId,

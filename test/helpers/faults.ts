@@ -6,7 +6,7 @@
  *
  * Nothing here touches the shared Redis on 6379 beyond the prefixes the tests pass in.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -15,9 +15,10 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { CatalogEntry } from '../../src/catalog/types.js';
+import { spawnTracked } from './processes.js';
 import { runCli, waitFor } from './service.js';
 
-/** Long fault scenarios run under `npm run test:faults` (vitest.faults.config.ts sets this). */
+/** Long fault scenarios run under `npm run test:faults` (the faults project of vitest.config.ts sets this). */
 export const SLOW_FAULTS = process.env.ODDSFILES_FAULTS === '1';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -59,7 +60,7 @@ export async function startPrivateRedis(dir: string): Promise<PrivateRedis> {
   const url = `redis://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   const launch = async () => {
-    const c = spawn(
+    const c = spawnTracked(
       'redis-server',
       [
         '--port',

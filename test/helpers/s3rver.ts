@@ -1,9 +1,9 @@
-import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { forkTracked } from './processes.js';
 
 const SERVER_SCRIPT = fileURLToPath(new URL('./s3rver-process.mjs', import.meta.url));
 
@@ -35,7 +35,7 @@ export interface S3rverOptions {
 export async function startS3rver(options: S3rverOptions = {}): Promise<RunningS3rver> {
   const bucket = options.bucket ?? 'oddsfiles-test';
   const directory = await mkdtemp(join(tmpdir(), 's3rver-'));
-  const child = fork(SERVER_SCRIPT, [JSON.stringify({ directory, bucket, atomic: options.atomic ?? true })], {
+  const child = forkTracked(SERVER_SCRIPT, [JSON.stringify({ directory, bucket, atomic: options.atomic ?? true })], {
     execArgv: ['--openssl-legacy-provider'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -2,11 +2,12 @@
  * Runs the real `oddsfiles` command (the built bin, dist/bin/oddsfiles.js) as a child
  * process, as a user would, and reads its JSON log lines.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnTracked } from './processes.js';
 
 export const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
 export const BIN = join(ROOT, 'dist/bin/oddsfiles.js');
@@ -46,7 +47,7 @@ export function baseEnv(dataDir: string, prefix: string, extra: Record<string, s
 }
 
 export async function startOddsfiles(env: Record<string, string>, args: string[] = ['start']): Promise<RunningOddsfiles> {
-  const proc = spawn(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawnTracked(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const waiters = new Set<() => void>();
   let stderr = '';
@@ -95,7 +96,17 @@ export async function startOddsfiles(env: Record<string, string>, args: string[]
       check();
     });
 
-  const started = await waitForLog((l) => l.msg === 'oddsfiles started', 30_000);
+  let started: LogLine;
+  try {
+    started = await waitForLog((l) => l.msg === 'oddsfiles started', 30_000);
+  } catch (err) {
+    // A service that did not start is not left running (it may hold a port, or its queue jobs).
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGKILL');
+      await exited;
+    }
+    throw err;
+  }
   return {
     proc,
     logs,
@@ -124,7 +135,7 @@ export interface CliResult {
 /** Runs in DATA_DIR unless `cwd` says where (a relative DATA_DIR is resolved against it). */
 export function runCli(env: Record<string, string>, args: string[], timeoutMs = 60_000, cwd = env.DATA_DIR): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawnTracked(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

@@ -1,7 +1,7 @@
 /**
  * The only implementation of GET (and HEAD) /v1/files and /v1/data/{filename}: every check in
- * order, as plain data. Credentials (401; a marketplace plan not mapped: 403; an address locked
- * out after failed authentications: 429), the plan rate (429), published (404), allow-list (403),
+ * order, as plain data. Credentials (401; a marketplace plan not mapped: 403; a failed attempt from
+ * an address locked out after too many: 429), the plan rate (429), published (404), allow-list (403),
  * then the answer (200, or 304 when the request's validators match). Once the rate is counted its
  * headers go on every answer, refusals included.
  *
@@ -25,7 +25,7 @@ import type { Deltas } from '../deltas/delta.js';
 import type { AuthFailureGate } from '../limits/limits.js';
 import { problemHeaders, problemPayload } from '../../problem-json.js';
 import type { RateDecision, RateLimitCheck } from '../limits/rate-limit.js';
-import type { Variant } from './version.js';
+import type { Variant, Version } from './version.js';
 
 export const API_KEY_HEADER = 'x-api-key';
 const CHALLENGE = { 'www-authenticate': 'ApiKey header="X-API-Key"' };
@@ -75,6 +75,12 @@ export interface V1Handler {
    * an endpoint that counts another rate (PUT /v1/data counts the key's publish rate).
    */
   identify(req: IncomingMessage): Principal | V1Reply | Promise<V1Reply>;
+  /**
+   * Why `principal` may not read anything of `name` (404 not published, 403 not on its
+   * allow-list), as GET /v1/data answers; undefined when it may. Every endpoint about one file
+   * asks this, so that they all refuse a name alike.
+   */
+  refusal(principal: Principal, name: string): HttpProblem | undefined;
 }
 
 /** A request that passed the checks every /v1 endpoint shares. */
@@ -153,11 +159,8 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     }
     const header = h[API_KEY_HEADER];
     const principal = ring.authenticate(header);
-    if (principal) {
-      // Nobody locked out (the usual case): the address is not even looked at.
-      const wait = gate && gate.anyLocked() ? gate.locked(clientIp(req)) : undefined;
-      return wait === undefined ? principal : problemReply(lockedOut(wait));
-    }
+    // A valid key is served even from a locked-out address: the lockout refuses failing attempts only.
+    if (principal) return principal;
     if (header === undefined || header === '') {
       onAuthFailed?.('missing');
       return problemReply(new HttpProblem('unauthorized', MISSING, CHALLENGE));
@@ -166,15 +169,20 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     return refuse(req, INVALID);
   };
 
+  /** The one rule of which names a key may read: published (or being loaded), then its allow-list. */
+  const refusalOf = (principal: Principal, name: string, version: Version | undefined): HttpProblem | undefined => {
+    if (version === undefined && !published.isPending(name)) return new HttpProblem('not_found', NOT_PUBLISHED);
+    if (!principal.allows(name)) return new HttpProblem('forbidden', NOT_ALLOWED);
+    return undefined;
+  };
+
   /** The reply after the rate allowed the request (its headers added by the caller). */
   const serve = (req: IncomingMessage, principal: Principal, name: string | undefined): Answer | HttpProblem | Promise<Answer> => {
     if (name === undefined) return filesAnswer(lists.forPrincipal(principal), req.headers);
     const version = published.get(name);
-    if (version === undefined) {
-      if (!published.isPending(name)) return new HttpProblem('not_found', NOT_PUBLISHED);
-      return principal.allows(name) ? LOADING : new HttpProblem('forbidden', NOT_ALLOWED);
-    }
-    if (!principal.allows(name)) return new HttpProblem('forbidden', NOT_ALLOWED);
+    const refused = refusalOf(principal, name, version);
+    if (refused) return refused;
+    if (version === undefined) return LOADING;
     const answer = (v: Variant) => (deltas && req.headers['a-im'] !== undefined ? deltas.answer(version, v, req.headers) : dataAnswer(version, v, req.headers));
     const variant = pick(version, req.headers['accept-encoding']);
     return variant instanceof Promise ? variant.then(answer) : answer(variant);
@@ -215,6 +223,7 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     admit,
     replyFor,
     identify: (req) => (isLoaded() ? authenticate(req) : STARTING),
+    refusal: (principal, name) => refusalOf(principal, name, published.get(name)),
   };
 }
 

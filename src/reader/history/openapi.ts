@@ -45,7 +45,7 @@ export const HISTORY_LIST_SCHEMA = {
       },
     },
     403: FORBIDDEN,
-    404: problem('No version kept at or before `at`.', RATE_HEADERS),
+    404: problem('No file is published under this name (as GET /v1/data answers), or no version kept at or before `at`.', RATE_HEADERS),
     ...COMMON_PROBLEMS,
   },
 };
@@ -69,7 +69,10 @@ export const HISTORY_VERSION_SCHEMA = {
     },
     304: { description: 'If-None-Match matched: your copy is this version.' },
     403: FORBIDDEN,
-    404: problem('No version of this file with this ETag is kept (or the store no longer has it).', RATE_HEADERS),
+    404: problem(
+      'No file is published under this name (as GET /v1/data answers), or no version of it with this ETag is kept (or the store no longer has it).',
+      RATE_HEADERS,
+    ),
     ...COMMON_PROBLEMS,
   },
 };

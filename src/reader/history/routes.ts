@@ -16,7 +16,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HistoryIndex, HistoryVersion } from '../../catalog/history-index.js';
 import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
-import { MAX_NAME_LENGTH } from '../data/data-route.js';
 import { sendFlat } from '../problem.js';
 import type { Admitted, V1Handler, V1Reply } from '../data/v1-handler.js';
 import { etagFor } from '../data/version.js';
@@ -27,7 +26,6 @@ import { jsonAnswer } from '../data/json-answer.js';
 
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 100;
-const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 const ETAG_RE = /^"?([0-9a-f]{32})"?$/;
 /** ISO 8601 with a date and a time (and a zone), as the API writes them. */
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -73,9 +71,8 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
     return sendFlat(reply, r.status, r.headers, r.body);
   };
 
-  /** The window's start for `principal`, or the problem when it reads no history or not this file. */
-  const windowStart = (p: Principal, filename: string): number | HttpProblem => {
-    if (!p.allows(filename)) return new HttpProblem('forbidden', 'This key may not read this file.');
+  /** The window's start for `principal`, or the problem when its plan reads no history. */
+  const windowStart = (p: Principal): number | HttpProblem => {
     if (p.historyMs === undefined) return NO_HISTORY;
     return now() - p.historyMs;
   };
@@ -83,7 +80,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
     new HttpProblem('history_forbidden', `${what} is older than this key's history reaches (${Math.round((p.historyMs ?? 0) / 1000)} s back).`);
 
   const list = async (a: Admitted, filename: string, q: Record<string, string | undefined>): Promise<HttpProblem | ReturnType<typeof json>> => {
-    const from = windowStart(a.principal, filename);
+    const from = windowStart(a.principal);
     if (typeof from !== 'number') return from;
     if (q.at !== undefined) {
       if (q.before !== undefined || q.limit !== undefined) return bad('at asks for one version: no before or limit with it.');
@@ -124,7 +121,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
   };
 
   const version = async (a: Admitted, filename: string, hex: string, request: FastifyRequest) => {
-    const from = windowStart(a.principal, filename);
+    const from = windowStart(a.principal);
     if (typeof from !== 'number') return from;
     const v = await index.byEtag(filename, hex);
     if (!v) return new HttpProblem('not_found', `No version of ${filename} with this ETag is kept.`);
@@ -142,15 +139,16 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
     const a = await v1.admit(request.raw as IncomingMessage);
     if ('status' in a) return send(request, reply, a);
     request.principal = a.principal;
-    let out;
-    if (filename.length > MAX_NAME_LENGTH || !NAME_RE.test(filename))
-      out = new HttpProblem('not_found', `No file is named ${JSON.stringify(filename.slice(0, 100))}.`);
-    else if (etag === undefined) out = await list(a, filename, request.query as Record<string, string | undefined>);
-    else {
-      const m = ETAG_RE.exec(etag);
-      out = m ? await version(a, filename, m[1]!, request) : bad('An ETag here is the 32 hex digits GET /v1/history lists (quoted or not).');
-    }
-    return send(request, reply, v1.replyFor(a, out));
+    return send(request, reply, v1.replyFor(a, await answer(a, filename, etag, request)));
+  };
+
+  const answer = async (a: Admitted, filename: string, etag: string | undefined, request: FastifyRequest) => {
+    // The file first, refused exactly as GET /v1/data refuses it for this key (404, 403).
+    const refused = v1.refusal(a.principal, filename);
+    if (refused) return refused;
+    if (etag === undefined) return list(a, filename, request.query as Record<string, string | undefined>);
+    const m = ETAG_RE.exec(etag);
+    return m ? version(a, filename, m[1]!, request) : bad('An ETag here is the 32 hex digits GET /v1/history lists (quoted or not).');
   };
 
   app.get<{ Params: { filename: string } }>(HISTORY_LIST_PATH, { schema: HISTORY_LIST_SCHEMA }, (request, reply) =>

@@ -2,15 +2,17 @@
  * The lockout after failed authentications, per client address (`request.ip`: trust_proxy decides
  * whether X-Forwarded-For names it; IPv6 counted per /64), with @fastify/rate-limit's Redis store
  * and its `createRateLimit` decorator (which counts without adding a hook of its own): over
- * `reader.auth_failures` every request from that address that presents credentials gets 429 until
- * the window passes, valid key or not, so that a lucky guess cannot be told apart from a miss.
- * Requests without any credential are not counted (there is nothing to guess), nor are requests
- * with a valid marketplace secret (a marketplace's proxy speaks for all its subscribers from a few
- * addresses): the v1 handler decides which requests it asks about.
+ * `reader.auth_failures` every failed authentication from that address gets 429 instead of 401
+ * until the window passes. Only failing attempts are refused: a valid key from a locked-out
+ * address is served, so that one client sending a wrong key from behind a NAT or a shared proxy
+ * does not lock out its neighbours (keys are 256 random bits: the lockout bounds the cost of bad
+ * clients, not the odds of a guess). Requests without any credential are not counted (there is
+ * nothing to guess), nor are requests with a valid marketplace secret: the v1 handler decides
+ * which requests it asks about.
  *
  * Failures are counted in Redis; the reader that sees an address go over announces the lockout on
- * a channel, and every reader keeps the locked addresses in memory, so that a request with a valid
- * key costs no Redis round for this check. Redis away: the failure is not counted (limit-fail-open.ts).
+ * a channel, and every reader keeps the locked addresses in memory, so that a failed attempt from
+ * a locked-out address costs no Redis round. Redis away: the failure is not counted (limit-fail-open.ts).
  */
 import rateLimitPlugin, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -21,10 +23,6 @@ import type { FailOpen, LimitMetrics } from './limit-fail-open.js';
 
 /** The address lockout after failed authentications. */
 export interface AuthFailureGate {
-  /** True when some address is locked out (as far as this reader knows): then `locked` must be asked. */
-  anyLocked(): boolean;
-  /** Before serving a request with valid credentials: seconds to wait when its client address is locked out. */
-  locked(ip: string | undefined): number | undefined;
   /** Count one failed authentication of a client address; seconds to wait when it is now over its limit. Never rejects. */
   failed(ip: string | undefined): Promise<number | undefined>;
 }
@@ -75,7 +73,7 @@ export async function registerAuthFailureGate(app: FastifyInstance, deps: AuthFa
   const countFailure = failureLimiter!;
 
   // Locked-out addresses and until when, learnt from this reader's failures and from the others'
-  // announcements: a request with a valid key is checked against this map only.
+  // announcements: a failed attempt from one of them is refused without a Redis round.
   const lockedUntil = new Map<string, number>();
   const remember = (address: string, seconds: number) => {
     if (lockedUntil.size >= MAX_LOCAL_LOCKS) {
@@ -125,14 +123,6 @@ export async function registerAuthFailureGate(app: FastifyInstance, deps: AuthFa
   }
 
   return {
-    anyLocked: () => lockedUntil.size > 0,
-    locked(ip) {
-      // Nobody locked out (the usual case): no need to normalise the address (an IPv6 regex).
-      if (lockedUntil.size === 0) return undefined;
-      const known = knownLock(normalizeIP(ip ?? '', IPV6_SUBNET));
-      if (known !== undefined) metrics?.rateLimited('auth_failures');
-      return known;
-    },
     async failed(ip) {
       const address = normalizeIP(ip ?? '', IPV6_SUBNET);
       const known = knownLock(address);

@@ -12,9 +12,8 @@
  * observed either). The address is the socket's peer when the headers were not parsed.
  */
 import type { Logger } from '../../log.js';
-import { REQUEST_LINE_MSG } from '../../log.js';
+import { REQUEST_LINE_MSG, scrubUrl } from '../../log.js';
 import { UNMATCHED_ROUTE } from '../../ports/route-labels.js';
-import { scrubKeys } from '../../keys/secret.js';
 import { requestLine } from '../request-log.js';
 
 /** Counts one response (route label, method, status, ms when known), like ReaderAppDeps.onFrontDoorResponse. */
@@ -66,6 +65,6 @@ export function requestLineOf(packet: Buffer | undefined): { method: string | un
   const m = /^([A-Z][A-Z_-]{0,23}) ([^\s]+)(?: |\r|\n|$)/.exec(head);
   if (!m) return { method: undefined, url: undefined };
   // Scrubbed before it is cut, so that no part of a key survives the cut.
-  const url = scrubKeys(m[2]!);
+  const url = scrubUrl(m[2]!);
   return { method: m[1], url: url.length > MAX_LOGGED_URL ? `${url.slice(0, MAX_LOGGED_URL)}…` : url };
 }

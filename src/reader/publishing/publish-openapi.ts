@@ -40,7 +40,7 @@ export const PUT_ROUTE_SCHEMA = {
   operationId: 'putOddsData',
   summary: 'Publish one odds file (publisher keys)',
   description:
-    'The document as the body (Content-Encoding: gzip accepted), through the same pipeline as a file dropped in the inbox: the same validation, generated_at stamping and newest-wins. The answer waits until the outcome is settled. Sending the same bytes again is safe (200 unchanged). Checks run in the order 401, 403 (not a publisher key), 429, 400, 403 (filename not in its publish patterns), 415, 413.',
+    'The document as the body (Content-Encoding: gzip accepted), through the same pipeline as a file dropped in the inbox: the same validation, generated_at stamping and newest-wins. The answer waits until the outcome is settled. Sending the same bytes again is safe (200 unchanged). Checks run in the order 401, 403 (not a publisher key), 429, 400, 403 (filename not in its publish patterns), 415, 413, 429 (too many uploads of this key at once), 503.',
   tags: ['publishing'],
   response: {
     200: {
@@ -60,6 +60,10 @@ export const PUT_ROUTE_SCHEMA = {
     409: problem('Superseded: a version with a later generated_at is published; `published_generated_at` names it. Nothing was published.', RATE_HEADERS),
     413: problem('The body (or its decompressed form) is larger than limits.max_file_bytes.', RATE_HEADERS),
     415: problem('A Content-Encoding other than gzip.', RATE_HEADERS),
+    429: problem(
+      "Over the key's publish rate (RateLimit headers say which), too many failed authentications from your address, or (too-many-uploads) the key's plan's `uploads` (publish.uploads_per_key) bodies already arriving.",
+      { ...RATE_HEADERS, 'Retry-After': RETRY_AFTER },
+    ),
     422: problem('Rejected: `reason` is the rejection code and `detail` says why, as in the rejection’s reason.json; `rejection_id` names it.', RATE_HEADERS),
     503: problem('Starting up, overloaded, too many uploads at once, or the store or Redis unavailable: retry after Retry-After seconds.', {
       ...RATE_HEADERS,

@@ -2,8 +2,8 @@
  * PUT /v1/data/{filename}: publishing over HTTPS through the pipeline a drop takes (the
  * PublishPort: src/ingest/http/http-publish.ts behind it). Checks, in order: loaded (503), credentials
  * (401), a key that may publish at all (403), its publish rate (429), a feed filename (400), one of
- * its publish patterns (403), the content coding (415), Content-Length (413), uploads at once
- * (503); then the body arrives within bounds (413 while streaming, 408), and the answer waits for
+ * its publish patterns (403), the content coding (415), Content-Length (413), the key's uploads
+ * at once (429), the reader's uploads at once (503); then the body arrives within bounds (413 while streaming, 408), and the answer waits for
  * the outcome: 201 published, 200 unchanged, 409 superseded, 422 rejected, 504 not settled in
  * time (it stays queued). `?dry_run=1` validates and answers without publishing. Every answer is
  * JSON: the outcome in the body, so clients need not read headers.
@@ -53,6 +53,8 @@ export function createPublishHandler(deps: PublishRouteDeps) {
   const { v1, port, registry, config } = deps;
   const maxBytes = config.limits.maxFileBytes;
   let uploads = 0;
+  /** Uploads arriving per publisher key id. */
+  const perKey = new Map<string, number>();
 
   return async function putData(request: FastifyRequest<{ Params: { '*': string } }>, reply: FastifyReply): Promise<FastifyReply> {
     const req = request.raw as IncomingMessage;
@@ -95,10 +97,18 @@ export function createPublishHandler(deps: PublishRouteDeps) {
     }
     const declared = req.headers['content-length'];
     if (declared !== undefined && Number(declared) > maxBytes) return refuse(tooLarge(maxBytes, 'The body', true), who, rated);
+    // Per key first, so that one key's stalled uploads cannot hold every slot of the reader.
+    const mine = perKey.get(publisher.id) ?? 0;
+    const cap = publisher.uploads ?? config.publish.uploadsPerKey;
+    if (mine >= cap) {
+      const detail = `This key already has ${mine} uploads arriving on this server (its limit: ${cap}); retry once one has finished.`;
+      return refuse(new HttpProblem('too_many_uploads', detail, { 'retry-after': '1' }), who, rated);
+    }
     if (uploads >= config.publish.maxUploads) {
       return refuse(new HttpProblem('unavailable', 'Too many uploads at once on this reader; retry in a moment.', { 'retry-after': '1' }), who, rated);
     }
     uploads++;
+    perKey.set(publisher.id, mine + 1);
     try {
       const body = await readUpload(request.body as Readable, { maxBytes, timeoutMs: config.publish.uploadTimeoutMs, gzip: coding !== 'identity' });
       if (body === ABORTED) {
@@ -129,6 +139,9 @@ export function createPublishHandler(deps: PublishRouteDeps) {
       return send(outcomeReply(name, outcome, who, rated), outcome.outcome);
     } finally {
       uploads--;
+      const left = (perKey.get(publisher.id) ?? 1) - 1;
+      if (left > 0) perKey.set(publisher.id, left);
+      else perKey.delete(publisher.id);
     }
   };
 }
