@@ -182,7 +182,7 @@ export function createClient(options: ClientOptions): OddsfilesClient {
    * held are fetched (the stream brings the changes of the others).
    */
   async function* relist(full: boolean): AsyncGenerator<Change> {
-    const res = await http.get('catalog', { accept: 'application/json' }, 'the catalog');
+    const res = await http.get('v1/catalog', { accept: 'application/json' }, 'the catalog');
     if (res.status === 403) throw new OddsfilesClientError('forbidden', `the key has no access to this service (403): ${await problemDetail(res)}`, 403);
     if (res.status === 404) throw new OddsfilesClientError('bad-url', `${base.href} is not an oddsfiles service (GET v1/catalog: 404)`, 404);
     if (!res.ok) throw new OddsfilesClientError('protocol', `GET v1/catalog answered ${res.status}: ${await problemDetail(res)}`, res.status);
@@ -207,7 +207,7 @@ export function createClient(options: ClientOptions): OddsfilesClient {
     if (full) position = catalog.position;
   }
 
-  const streamPath = () => `stream${conflate ? `?conflate=${conflate}` : ''}`;
+  const streamPath = () => `v1/stream${conflate ? `?conflate=${conflate}` : ''}`;
 
   async function* follow(): AsyncGenerator<Change> {
     let full = position === undefined;

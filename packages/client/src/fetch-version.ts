@@ -66,7 +66,7 @@ export function createVersionFetcher(http: Http) {
 
   return {
     async fetch(filename: string, held: FileVersion | undefined, announced: Announced | undefined): Promise<Fetched> {
-      const path = `/v1/data/${encodeURIComponent(filename)}`;
+      const path = `v1/data/${encodeURIComponent(filename)}`;
       let askPatch = held !== undefined && !noPatch.has(filename) && layoutOf(held.text()) !== undefined;
       for (let tries = 0; tries < 3; tries++) {
         const headers: Record<string, string> = { 'accept-encoding': 'br, gzip' };
