@@ -13,6 +13,7 @@ import type { Logger } from '../../log.js';
 import { claimPath, newClaimId } from './inbox.js';
 import { enqueueClaim, type IngestQueue } from '../queue.js';
 import { readRejection, watchDir, type RejectionRecord } from '../rejections/rejected.js';
+import { ifExists, isMissing } from '../../missing.js';
 
 export interface LateWriteDeps {
   readonly inboxDir: string;
@@ -28,18 +29,18 @@ export interface LateWriteDeps {
 /** One pass over the parked files; resolves to how many went back into the pipeline. */
 export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
   const dir = watchDir(deps.inboxDir);
-  const names = await readdir(dir).catch(() => [] as string[]);
+  const names = (await ifExists(readdir(dir))) ?? [];
   let requeued = 0;
   for (const name of names) {
     const parked = join(dir, name);
     const id = name;
-    const st = await lstat(parked).catch(() => undefined);
+    const st = await ifExists(lstat(parked));
     if (!st?.isFile()) continue;
     const record = await readRejection(deps.rejectedDir, id);
-    const kept = record ? await lstat(join(deps.rejectedDir, id, record.filename)).catch(() => undefined) : undefined;
+    const kept = record ? await ifExists(lstat(join(deps.rejectedDir, id, record.filename))) : undefined;
     if (!record || !kept) {
       // The rejection was removed (retried, cleaned up): nothing left to compare with.
-      await unlink(parked).catch(() => undefined);
+      await ifExists(unlink(parked));
       continue;
     }
     // Written after the rejection was (its reason.json), or unlike the kept bytes: the writer went
@@ -49,14 +50,14 @@ export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
     const keptAsJudged = reason !== undefined && kept.mtimeMs <= reason.mtimeMs;
     const written = (reason !== undefined && st.mtimeMs > reason.mtimeMs) || (keptAsJudged && (st.size !== kept.size || st.mtimeMs > kept.mtimeMs));
     if (!written) {
-      if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await unlink(parked).catch(() => undefined);
+      if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await ifExists(unlink(parked));
       continue;
     }
     const claimId = newClaimId();
     try {
       await rename(parked, claimPath(deps.inboxDir, claimId, record.filename));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // taken by another watcher
+      if (isMissing(err)) continue; // taken by another watcher
       throw err;
     }
     // From here the claim is safe: should the queueing fail, the rescan recovers it (recovery.ts).
