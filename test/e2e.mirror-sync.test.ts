@@ -49,8 +49,22 @@ describe('oddsfiles mirror end to end', () => {
     const bytes = makers[name]!(clock);
     last[name] = bytes;
     if (Math.floor(n / FILES.length) % 2 === 0) return drop(join(dataDir, 'inbox'), name, bytes);
-    const res = await fetch(`${url}/v1/data/${name}`, { method: 'PUT', headers: { 'x-api-key': publisher, 'content-type': 'application/json' }, body: bytes });
-    expect([200, 201], await res.text()).toContain(res.status);
+    // As a publisher does: a 503 (the service shedding load, which a busy machine can cause) is
+    // retried after its Retry-After.
+    for (;;) {
+      const res = await fetch(`${url}/v1/data/${name}`, {
+        method: 'PUT',
+        headers: { 'x-api-key': publisher, 'content-type': 'application/json' },
+        body: bytes,
+      });
+      const text = await res.text();
+      if (res.status === 503) {
+        await new Promise((r) => setTimeout(r, Number(res.headers.get('retry-after') ?? 1) * 1000));
+        continue;
+      }
+      expect([200, 201], text).toContain(res.status);
+      return;
+    }
   };
   const servedEtag = async (name: string) =>
     (await fetch(`${url}/v1/data/${name}`, { method: 'HEAD', headers: { 'x-api-key': reader, 'accept-encoding': 'identity' } })).headers.get('etag');
