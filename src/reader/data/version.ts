@@ -3,9 +3,9 @@
  * the first request that accepts each coding, once per version: variants.ts) and everything the
  * response headers need, computed once.
  */
-import { createHash } from 'node:crypto';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { Coding } from './encoding.js';
+import { sha256Hex } from '../../sha256.js';
 
 export interface Variant {
   readonly coding: Coding;
@@ -34,7 +34,7 @@ export class VersionMismatchError extends Error {}
 
 /** A version from bytes read back from the store: they must hash to what the catalog names. */
 export function makeVersion(entry: CatalogEntry, seq: number, bytes: Buffer): Version {
-  const sha = createHash('sha256').update(bytes).digest('hex');
+  const sha = sha256Hex(bytes);
   if (sha !== entry.sha256) {
     throw new VersionMismatchError(`${entry.object}: bytes hash to ${sha}, the catalog says ${entry.sha256}`);
   }

@@ -12,7 +12,6 @@
  * Answers to requests with A-IM carry CANONICAL_DIGEST: the SHA-256 of the current version's
  * canonical JSON (RFC 8785), for the client to check what it rebuilt.
  */
-import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import canonicalize from 'canonicalize';
 import { LRUCache } from 'lru-cache';
@@ -30,6 +29,7 @@ import type { Json } from './merge-patch.js';
 import { makePatches, type Im } from './patches.js';
 import { createVersionBytes, type VersionBytes } from '../data/version-bytes.js';
 import type { Variant, Version } from '../data/version.js';
+import { sha256Hex } from '../../sha256.js';
 
 /** How many versions back a base may be (the catalog keeps ingest.keep_versions of them). */
 export const DELTA_DEPTH = 8;
@@ -80,8 +80,6 @@ export function baseOf(ifNoneMatch: string, current: string): string | undefined
   }
   return undefined;
 }
-
-const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export function createDeltas(deps: DeltaDeps): Deltas {
   const { bytes, log } = deps;
