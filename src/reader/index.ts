@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { CatalogEntry } from '../catalog/types.js';
-import { buildReaderApp, type ChangeCounters } from './app.js';
+import { buildReaderApp, type ChangeCounters, type PressureLimits } from './app.js';
 import type { RateLimitCheck } from './limits/rate-limit.js';
 import { whenReady } from '../redis/connect.js';
 import { createReaderState, type ReaderStateDeps } from './state.js';
@@ -39,6 +39,8 @@ export interface ReaderDeps extends ReaderStateDeps {
   readonly changeCounters?: ChangeCounters;
   /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
   readonly publisher?: PublishPort | undefined;
+  /** When the process counts as overloaded (defaults in edge-limits.ts). */
+  readonly pressure?: PressureLimits | undefined;
 }
 
 /** What the reader reports as it serves. It defines the shape; the composition root passes the metrics. */

@@ -1,8 +1,9 @@
 /**
  * Rejected drops whose writer was still writing. A rejected drop whose bytes were read is kept in
  * REJECTED_DIR as those bytes, and its claim (the file a writer may still hold open) is parked as
- * INBOX_DIR/.rejected-watch/<id>. Each rescan compares a parked file with the kept bytes: grown
- * or written since, the rejection does not stand (it was about bytes the writer went on from), so
+ * INBOX_DIR/.rejected-watch/<id>. Each rescan compares a parked file with the rejection: written
+ * after its reason.json, or (while no operator has edited the kept copy) grown or written since
+ * the kept bytes, the rejection does not stand (it was about bytes the writer went on from), so
  * its folder is removed and the file goes through the pipeline again as a new claim. Parked files
  * quiet for `ingest.settle_max` are removed.
  */
@@ -42,8 +43,12 @@ export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
       await ifExists(unlink(parked));
       continue;
     }
-    // Written after the kept bytes were: the writer went on.
-    const written = st.size !== kept.size || st.mtimeMs > kept.mtimeMs;
+    // Written after the rejection was (its reason.json), or unlike the kept bytes: the writer went
+    // on. The kept copy is compared only while it is as judged (not written after reason.json): an
+    // operator may fix it in place before a `rejected retry`, and that is no late write.
+    const reason = await lstat(join(deps.rejectedDir, id, 'reason.json')).catch(() => undefined);
+    const keptAsJudged = reason !== undefined && kept.mtimeMs <= reason.mtimeMs;
+    const written = (reason !== undefined && st.mtimeMs > reason.mtimeMs) || (keptAsJudged && (st.size !== kept.size || st.mtimeMs > kept.mtimeMs));
     if (!written) {
       if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await ifExists(unlink(parked));
       continue;
