@@ -219,6 +219,8 @@ describe('history end to end', () => {
   it('rebuilds the index from the store after Redis lost it', async () => {
     const before = await list();
     await waitFor(async () => (await redis.hget(`${prefix}:historyrefs:${LIVE}`, 'built')) === '1', 20_000, 'index built once');
+    // Checking the index of a healthy file against the store found nothing missing: no line says otherwise.
+    expect(svc.logs.filter((l) => /history index/.test(String(l.msg)))).toEqual([]);
     await svc.stop();
     await redis.del(`${prefix}:history:${LIVE}`, `${prefix}:historyrefs:${LIVE}`);
     svc = await startOddsfiles(env);
@@ -232,5 +234,9 @@ describe('history end to end', () => {
       'history rebuilt',
     );
     expect(after.versions).toEqual(before.versions);
+    // What was missing is said once, as a warning naming the file and how many versions.
+    const line = await svc.waitForLog((l) => l.filename === LIVE && /^history index of .* lacked/.test(String(l.msg)));
+    expect(line).toMatchObject({ level: 40, restored: before.versions.length, versions: before.versions.length });
+    expect(svc.logs.filter((l) => /history index/.test(String(l.msg)))).toHaveLength(1);
   }, 60_000);
 });
