@@ -173,6 +173,17 @@ describe('history end to end', () => {
       expect(r.status, q).toBe(400);
     }
     expect((await get(`/v1/history/${LIVE}/zzz`, keys.pro!)).status).toBe(400);
+    // A zone's + sent raw arrives as a space: the 400 says to send it as %2B; sent so, it works.
+    for (const param of ['at', 'before']) {
+      const raw = await get(`/v1/history/${LIVE}?${param}=2026-01-01T12:00:00+01:00`, keys.pro!);
+      expect(raw.status, param).toBe(400);
+      const { detail } = (await raw.json()) as { detail: string };
+      expect(detail).toContain('+ must be sent as %2B');
+      expect(detail).toContain(`${param}=2026-01-01T12:00:00%2B01:00`);
+      const plain = (await (await get(`/v1/history/${LIVE}?${param}=yesterday`, keys.pro!)).json()) as { detail: string };
+      expect(plain.detail).not.toContain('%2B');
+    }
+    expect((await get(`/v1/history/${LIVE}?at=${encodeURIComponent(new Date().toISOString().replace('Z', '+00:00'))}`, keys.pro!)).status).toBe(200);
     expect((await get(`/v1/history/${LIVE}/${'0'.repeat(32)}`, keys.pro!)).status).toBe(404);
     expect((await get(`/v1/history/..%2Fetc`, keys.pro!)).status).toBe(404);
   });

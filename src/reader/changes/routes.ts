@@ -9,7 +9,7 @@
  * - GET /v1/stream (text/event-stream): the same changes pushed as they happen, `id:` = position,
  *   resumed with Last-Event-ID (or ?since=P).
  *
- * A position older than the log keeps, or beyond its head (a log that started again), is 410
+ * A position older than the log keeps, or ahead of the newest one (e.g. a log that was lost), is 410
  * with the oldest position kept and the current one: the client lists again and starts afresh.
  */
 import type { IncomingMessage } from 'node:http';
@@ -96,7 +96,7 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       return new HttpProblem(
         'position_gone',
         since > head
-          ? `Position ${since} is ahead of the change log (at ${head}): it started again. List the files again (GET /v1/catalog) and continue from its position.`
+          ? `Position ${since} is ahead of the newest position, ${head}: no change has had it yet (a position from another deployment, or from before the change log was lost). List the files again (GET /v1/catalog) and continue from its position.`
           : `Position ${since} is older than the change log keeps (oldest ${oldest}). List the files again (GET /v1/catalog) and continue from its position.`,
         {},
         { oldest, position: head },
