@@ -17,6 +17,8 @@ export interface CliIO {
 export interface CliContext {
   readonly io: CliIO;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The folder the command was run in (relative paths are resolved against it). */
+  readonly cwd: string;
   /**
    * The configuration. A marketplace secret whose environment variable is not set is left out
    * (config.ts, optionalSecrets): only a reader needs it, and `start` checks for it then.
@@ -38,6 +40,7 @@ export function createCliContext(io: CliIO, env: Readonly<Record<string, string 
   const ctx: CliContext = {
     io,
     env,
+    cwd,
     config: () => (config ??= loadConfig({ env, cwd, optionalSecrets: true })),
     redisUrl: () => (url ??= resolveRedis(ctx.config(), { startPrivate: false }).then((r) => r.url)),
     redis: () =>

@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { exitCodeFor } from '../errors.js';
 import { type CliContext } from './context.js';
 import { registerKeysCommands } from './keys.js';
+import { registerMirrorCommand } from './mirror.js';
 import { registerPublishCommand } from './publish.js';
 import { registerRejectedCommands } from './rejected.js';
 import { registerStartCommand } from './start.js';
@@ -20,6 +21,7 @@ export function buildProgram(ctx: CliContext, version: string): Command {
   registerRejectedCommands(program, ctx);
   registerStatusCommand(program, ctx);
   registerKeysCommands(program, ctx);
+  registerMirrorCommand(program, ctx);
   program.commands.forEach(function inherit(c: Command) {
     c.exitOverride();
     c.configureOutput({ writeOut: (s) => ctx.io.stdout.write(s), writeErr: (s) => ctx.io.stderr.write(s) });

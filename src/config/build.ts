@@ -9,7 +9,7 @@ import { ConfigError } from '../errors.js';
 import { parseDuration } from '../duration.js';
 import type { Env, EnvConfig } from './env.js';
 import type { FileConfig } from './file-schema.js';
-import type { Config, Marketplace, Plan } from './types.js';
+import { MAX_CONFLATE_MS, type Config, type Marketplace, type Plan } from './types.js';
 
 export interface BuildInput {
   /** The checked variables of env.ts, defaults filled in. */
@@ -38,6 +38,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
 
   const plans: Record<string, Plan> = {};
   for (const [name, p] of Object.entries(f.plans)) {
+    if (p.conflate !== undefined && dur(p.conflate) > MAX_CONFLATE_MS) throw where(`plans.${name}.conflate`, `must be at most ${MAX_CONFLATE_MS / 1000}s`);
     plans[name] = {
       name,
       allow: [...p.allow],
@@ -46,6 +47,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       streams: p.streams,
       uploads: p.uploads,
       historyMs: p.history === undefined ? undefined : dur(p.history),
+      conflateMs: p.conflate === undefined ? undefined : dur(p.conflate),
     };
   }
 

@@ -54,6 +54,9 @@ const Plan = Type.Object(
       }),
     ),
     history: Type.Optional(duration({ description: 'how far back its keys may read older versions (GET /v1/history); absent: no history' })),
+    conflate: Type.Optional(
+      duration({ description: "the least conflate window of its keys' streams (GET /v1/stream?conflate=): a lower or absent conflate gets this one" }),
+    ),
     uploads: Type.Optional(
       Type.Integer({
         minimum: 1,

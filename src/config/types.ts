@@ -22,6 +22,9 @@ export interface Rate {
   readonly perMs: number;
 }
 
+/** The longest conflate window of a stream (GET /v1/stream?conflate=, a plan's `conflate`), ms. */
+export const MAX_CONFLATE_MS = 60_000;
+
 export interface Plan {
   readonly name: string;
   readonly allow: readonly string[];
@@ -32,6 +35,8 @@ export interface Plan {
   readonly streams: number | undefined;
   /** How far back its keys may read older versions (ms); undefined: no history. */
   readonly historyMs?: number | undefined;
+  /** The least conflate window of its keys' streams (ms); undefined: none. */
+  readonly conflateMs?: number | undefined;
   /** PUT bodies of one of its publisher keys received at once per reader; undefined: publish.uploadsPerKey. */
   readonly uploads?: number | undefined;
 }

@@ -84,6 +84,7 @@ export function createMarketplaceAuth(marketplaces: readonly Marketplace[], plan
       rate: mapped.plan.rate,
       streams: mapped.plan.streams,
       historyMs: mapped.plan.historyMs,
+      conflateMs: mapped.plan.conflateMs,
       rateKey: `subscriber:${e.m.name}:${who}`,
     });
     if (cache.size >= MAX_CACHED_PRINCIPALS) cache.clear();

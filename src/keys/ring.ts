@@ -28,6 +28,8 @@ export interface Principal {
   readonly streams: number | undefined;
   /** How far back it may read older versions (its plan's `history`, ms); undefined: no history. */
   readonly historyMs?: number | undefined;
+  /** The least conflate window of its streams (its plan's `conflate`, ms); undefined: none. */
+  readonly conflateMs?: number | undefined;
   /** Publishers: PUT bodies received at once (its plan's `uploads`); undefined: the default. */
   readonly uploads?: number | undefined;
   /** The rate-limit counter this principal's requests go to (unique per key / per subscriber). */
@@ -110,6 +112,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       rate,
       streams: record.plan === null ? undefined : plans[record.plan]?.streams,
       historyMs: plan?.historyMs,
+      conflateMs: plan?.conflateMs,
       rateKey: `key:${record.id}`,
       publisher,
     });

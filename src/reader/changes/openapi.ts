@@ -98,7 +98,7 @@ export const STREAM_ROUTE_SCHEMA = {
   operationId: 'streamChanges',
   summary: 'The changes to your files, pushed as server-sent events',
   description:
-    'text/event-stream. Each change is an event `change` with `id:` its position and the change as JSON `data:`; resume with Last-Event-ID (browsers and EventSource clients send it themselves) or `?since=`. A comment line every ~15 s keeps the connection open. The server may end a stream with an event `dropped` (you read too slowly), `revoked` (your key was revoked) or `reset` (the log moved out of reach: list again with getCatalog). Counts once against your rate when opened.',
+    'text/event-stream. Each change is an event `change` with `id:` its position and the change as JSON `data:`; resume with Last-Event-ID (browsers and EventSource clients send it themselves) or `?since=`. A comment line every ~15 s keeps the connection open. The server may end a stream with an event `dropped` (you read too slowly), `revoked` (your key was revoked) or `reset` (the log moved out of reach: list again with getCatalog). Counts once against your rate when opened. With `conflate`, at most one write of changes per that many milliseconds, the latest change of each file.',
   tags: ['changes'],
   response: {
     200: { description: 'The event stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
@@ -122,5 +122,17 @@ export const CHANGE_QUERIES: Readonly<Record<string, object>> = {
       limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'Most changes in one answer (default 100).' },
     },
   },
-  '/v1/stream': { type: 'object', properties: { since: { ...SINCE, description: 'Where to resume when you send no Last-Event-ID (default: now).' } } },
+  '/v1/stream': {
+    type: 'object',
+    properties: {
+      since: { ...SINCE, description: 'Where to resume when you send no Last-Event-ID (default: now).' },
+      conflate: {
+        type: 'integer',
+        minimum: 0,
+        maximum: 60000,
+        description:
+          'At most one write of changes per this many milliseconds, holding only the latest change of each file (default 0: each change as it comes; your plan may set a minimum, which a smaller value is raised to). Positions still increase and Last-Event-ID resumes as without it: a change left out was replaced by a later one of the same file that was sent.',
+      },
+    },
+  },
 };

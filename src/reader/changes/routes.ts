@@ -7,13 +7,15 @@
  * - GET /v1/changes?since=P&wait=S&limit=N: the changes after P to the key's files, oldest first,
  *   and the position to ask for next; with `wait`, held until there is one (long-poll).
  * - GET /v1/stream (text/event-stream): the same changes pushed as they happen, `id:` = position,
- *   resumed with Last-Event-ID (or ?since=P).
+ *   resumed with Last-Event-ID (or ?since=P); `?conflate=MS` (at least the plan's `conflate`):
+ *   at most one write of changes per MS, the latest change of each file (streams.ts).
  *
  * A position older than the log keeps, or beyond its head (a log that started again), is 410
  * with the oldest position kept and the current one: the client lists again and starts afresh.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { MAX_CONFLATE_MS } from '../../config/types.js';
 import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import type { PublishedCache } from '../data/cache.js';
@@ -66,6 +68,14 @@ function position(value: unknown): number | undefined {
   if (value === undefined || value === '') return undefined;
   if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) return Number.NaN;
   return Number(value);
+}
+
+/** The stream's `conflate` (ms): 0 when absent, NaN when malformed or out of range. */
+function conflateOf(value: unknown): number {
+  if (value === undefined || value === '') return 0;
+  if (typeof value !== 'string' || !/^\d{1,5}$/.test(value)) return Number.NaN;
+  const ms = Number(value);
+  return ms > MAX_CONFLATE_MS ? Number.NaN : ms;
 }
 
 export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDeps): void {
@@ -202,6 +212,10 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       if (hub.countFor(a.principal) >= limit) return tooMany();
       const lastEventId = request.headers['last-event-id'];
       const since = position(typeof lastEventId === 'string' ? lastEventId : request.query.since) ?? feed.position;
+      const asked = conflateOf(request.query.conflate);
+      if (Number.isNaN(asked))
+        return v1.replyFor(a, new HttpProblem('bad_request', `conflate is a whole number of milliseconds from 0 to ${MAX_CONFLATE_MS}.`));
+      const conflateMs = Math.max(asked, a.principal.conflateMs ?? 0);
       const gone = await unresumable(since);
       if (gone) return v1.replyFor(a, gone);
       const rateKey = a.principal.rateKey;
@@ -223,7 +237,7 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
         res.once('close', () => deps.slots!.release(rateKey, taken.slot));
       }
       if (a.rateHeaders) for (const k in a.rateHeaders) res.setHeader(k, a.rateHeaders[k]!);
-      await hub.start(a.principal, res, since, (after) => feed.since(after, a.principal.allows, 500));
+      await hub.start(a.principal, res, since, (after) => feed.since(after, a.principal.allows, 500), conflateMs);
       return undefined;
     }),
   );

@@ -10,6 +10,13 @@
  * at most that much per stream. A client that stays behind for two heartbeats is ended with a
  * `dropped` event (it resumes with Last-Event-ID). A revoked key's streams end at once with a
  * `revoked` event; when the log moved out of reach every stream ends with `reset`.
+ *
+ * Conflation (`conflateMs` > 0): a stream gets at most one write of changes per window. A change
+ * to a stream that was written to less than a window ago is held, only the latest of each file,
+ * and the held changes are written together, in position order, when the window ends; a stream
+ * quiet for a window gets its next change at once. Positions still increase, so Last-Event-ID
+ * resumes as without it: a change left out was replaced by a later one of the same file that was
+ * sent. A stream catching up gets the latest change of each file of each page it reads.
  */
 import type { ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
@@ -49,6 +56,13 @@ interface OpenStream {
   behind: boolean;
   /** Since when it is behind (ms). */
   behindSince: number;
+  /** At most one write of changes per this many ms (0: each as it comes). */
+  readonly conflateMs: number;
+  /** Conflated: the latest change of each file, held until the window ends. */
+  readonly held: Map<string, FeedEvent>;
+  /** When changes were last written (ms). */
+  lastWrite: number;
+  flushTimer: NodeJS.Timeout | undefined;
 }
 
 export interface StreamHub {
@@ -59,7 +73,13 @@ export interface StreamHub {
    * Start a stream on `res` (headers not sent yet) after position `after`: `replay` yields the
    * changes between `after` and the feed's position; live changes follow.
    */
-  start(principal: Principal, res: ServerResponse, after: number, replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>): Promise<void>;
+  start(
+    principal: Principal,
+    res: ServerResponse,
+    after: number,
+    replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>,
+    conflateMs?: number,
+  ): Promise<void>;
   /** End every stream (shutdown). */
   closeAll(): void;
 }
@@ -81,6 +101,8 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (n <= 0) perKey.delete(s.principal.rateKey);
     else perKey.set(s.principal.rateKey, n);
     counters?.closed?.();
+    clearTimeout(s.flushTimer);
+    s.held.clear();
     // Closed by its client: nothing to end (the route gives it its request line and count).
     if (s.res.destroyed) return;
     if (event !== undefined) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
@@ -97,7 +119,33 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (s.out.writableLength > maxBufferedBytes) fallBehind(s);
   };
 
+  /** Write a conflated stream's held changes, in position order, as one write. */
+  const flush = (s: OpenStream): void => {
+    clearTimeout(s.flushTimer);
+    s.flushTimer = undefined;
+    if (s.held.size === 0 || !streams.has(s)) return;
+    const events = [...s.held.values()].sort((x, y) => x.seq - y.seq);
+    s.held.clear();
+    s.lastWrite = Date.now();
+    write(s, events.length === 1 ? events[0]!.frame : Buffer.concat(events.map((e) => e.frame)));
+    counters?.sent?.(events.length);
+  };
+
+  /** Hold `events` (allowed, after the cursor) for a conflated stream; written now when its window has passed. */
+  const hold = (s: OpenStream, events: readonly FeedEvent[]): void => {
+    for (const e of events) {
+      s.held.delete(e.filename);
+      s.held.set(e.filename, e);
+    }
+    if (s.flushTimer !== undefined || s.held.size === 0) return;
+    const due = s.lastWrite + s.conflateMs - Date.now();
+    if (due <= 0) flush(s);
+    else s.flushTimer = setTimeout(() => flush(s), due);
+  };
+
   const fallBehind = (s: OpenStream): void => {
+    // What is held goes first: the catch-up writes only what comes after the cursor.
+    if (s.held.size > 0) flush(s);
     if (!s.behind) {
       s.behind = true;
       s.behindSince = Date.now();
@@ -113,11 +161,27 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         const page = await s.replay(before);
         if (!streams.has(s)) return;
         let sent = 0;
-        for (const e of page.events) {
-          if (e.seq <= s.cursor) continue;
-          s.cursor = e.seq;
-          s.out.write(e.frame);
-          sent++;
+        if (s.conflateMs > 0) {
+          // The latest change of each file of the page, in position order, in one write.
+          const latest = new Map<string, FeedEvent>();
+          for (const e of page.events) {
+            if (e.seq <= s.cursor) continue;
+            s.cursor = e.seq;
+            latest.delete(e.filename);
+            latest.set(e.filename, e);
+          }
+          if (latest.size > 0) {
+            s.out.write(Buffer.concat([...latest.values()].map((e) => e.frame)));
+            s.lastWrite = Date.now();
+            sent = latest.size;
+          }
+        } else {
+          for (const e of page.events) {
+            if (e.seq <= s.cursor) continue;
+            s.cursor = e.seq;
+            s.out.write(e.frame);
+            sent++;
+          }
         }
         if (sent > 0) counters?.sent?.(sent);
         s.cursor = Math.max(s.cursor, page.next);
@@ -174,6 +238,12 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       for (; next < stop; next++) {
         const s = list[next]!;
         if (s.behind || !streams.has(s)) continue;
+        if (s.conflateMs > 0) {
+          const mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
+          if (batch.at(-1)!.seq > s.cursor) s.cursor = batch.at(-1)!.seq;
+          hold(s, mine);
+          continue;
+        }
         // Streams level with the feed (nearly all) share the frames of their allow-list.
         let out: ReturnType<typeof framesFor>;
         if (s.cursor === first - 1) {
@@ -224,7 +294,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     get open() {
       return streams.size;
     },
-    async start(principal, res, after, replay) {
+    async start(principal, res, after, replay, conflateMs = 0) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
       // HTTP/1.1: no chunked framing, the body ends with the connection; events go straight to the socket.
       const http1 = res.req.httpVersionMajor === 1 && res.socket !== null;
@@ -239,7 +309,19 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       // A stream has its own liveness (heartbeats, the slow-client bound): no idle timer for the
       // socket, which every write would otherwise re-arm.
       if (http1) res.socket!.setTimeout(0);
-      const s: OpenStream = { principal, res, out, replay, cursor: after, behind: true, behindSince: Date.now() };
+      const s: OpenStream = {
+        principal,
+        res,
+        out,
+        replay,
+        cursor: after,
+        behind: true,
+        behindSince: Date.now(),
+        conflateMs,
+        held: new Map(),
+        lastWrite: 0,
+        flushTimer: undefined,
+      };
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();

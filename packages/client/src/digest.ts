@@ -1,0 +1,19 @@
+/** SHA-256 in hex through Web Crypto (Node 22+, browsers, Deno, Bun, workers). */
+const encoder = new TextEncoder();
+
+export async function sha256Hex(data: Uint8Array | string): Promise<string> {
+  const bytes = typeof data === 'string' ? encoder.encode(data) : data;
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>));
+  let out = '';
+  for (const b of digest) out += b.toString(16).padStart(2, '0');
+  return out;
+}
+
+/** The ETag the service gives a version (the identity coding's): the first 32 hex digits of its SHA-256, quoted. */
+export const etagOf = (sha256: string): string => `"${sha256.slice(0, 32)}"`;
+
+/** Any coding's ETag of a version (`"…"`, `"…-gz"`, `"…-br"`, weak or not) as the identity one; undefined when it is not the service's. */
+export function identityEtag(etag: string | null): string | undefined {
+  const m = /^(?:W\/)?"([0-9a-f]{32})(?:-gz|-br)?"$/.exec(etag ?? '');
+  return m ? `"${m[1]}"` : undefined;
+}

@@ -1,0 +1,110 @@
+/**
+ * Getting the current version of one file: as a JSON Patch from the version held when the service
+ * offers one (`A-IM: json-patch` with the held ETag), else whole. Nothing is kept that is not
+ * exactly a published version: a patched document must match the answer's Json-Canonical-Sha256,
+ * and every version's bytes the SHA-256 its ETag names (a patched one is written in the held
+ * file's layout; when that does not give the published bytes, the whole file is fetched instead,
+ * and no more patches are asked for that file).
+ */
+import { etagOf, identityEtag, sha256Hex } from './digest.js';
+import { OddsfilesClientError } from './errors.js';
+import type { Http } from './http.js';
+import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from './json.js';
+import { makeVersion, type FileVersion } from './version.js';
+
+export type Fetched =
+  | { readonly kind: 'version'; readonly version: FileVersion; readonly via: 'patch' | 'whole'; readonly wireBytes: number }
+  /** The version held is current. */
+  | { readonly kind: 'held' }
+  /** No longer published, or no longer on the key's list (404, 403). */
+  | { readonly kind: 'gone'; readonly status: number };
+
+/** What the change or catalog said of the version, to fill in what the answer does not carry. */
+export interface Announced {
+  readonly etag: string;
+  readonly generatedAt: string;
+  readonly publishedAt: string;
+}
+
+const encoder = new TextEncoder();
+
+export function createVersionFetcher(http: Http) {
+  /** Files whose patched versions did not come out byte-identical: fetched whole from now on. */
+  const noPatch = new Set<string>();
+
+  const metaOf = (res: Response, etag: string, announced: Announced | undefined) => {
+    const same = announced?.etag === etag;
+    const lastModified = res.headers.get('last-modified');
+    return {
+      generatedAt: res.headers.get('generated-at') ?? (same ? announced.generatedAt : ''),
+      publishedAt: same ? announced.publishedAt : lastModified ? new Date(lastModified).toISOString() : new Date().toISOString(),
+    };
+  };
+
+  const patched = async (held: FileVersion, res: Response, announced: Announced | undefined): Promise<FileVersion | undefined> => {
+    const etag = identityEtag(res.headers.get('etag'));
+    const digest = res.headers.get('json-canonical-sha256');
+    const layout = layoutOf(held.text());
+    const body = await res.text();
+    if (etag === undefined || digest === null || layout === undefined) return undefined;
+    try {
+      const doc = applyPatch(held.json(), JSON.parse(body) as PatchOp[]);
+      if ((await sha256Hex(canonical(doc))) !== digest) return undefined;
+      const bytes = encoder.encode(serialize(doc, layout));
+      if (etagOf(await sha256Hex(bytes)) !== etag) return undefined;
+      const meta = metaOf(res, etag, announced);
+      return makeVersion(held.filename, etag, meta.generatedAt, meta.publishedAt, bytes);
+    } catch {
+      return undefined;
+    }
+  };
+
+  const wire = (res: Response, fallback: number) => {
+    const n = Number(res.headers.get('content-length'));
+    return Number.isFinite(n) && n > 0 ? n : fallback;
+  };
+
+  return {
+    async fetch(filename: string, held: FileVersion | undefined, announced: Announced | undefined): Promise<Fetched> {
+      const path = `v1/data/${encodeURIComponent(filename)}`;
+      let askPatch = held !== undefined && !noPatch.has(filename) && layoutOf(held.text()) !== undefined;
+      for (let tries = 0; tries < 3; tries++) {
+        const headers: Record<string, string> = { 'accept-encoding': 'br, gzip' };
+        if (held) headers['if-none-match'] = held.etag;
+        if (askPatch) headers['a-im'] = 'json-patch';
+        const res = await http.get(path, headers, `GET ${filename}`);
+        if (res.status === 304) {
+          await res.body?.cancel();
+          return { kind: 'held' };
+        }
+        if (res.status === 403 || res.status === 404) {
+          await res.body?.cancel();
+          return { kind: 'gone', status: res.status };
+        }
+        if (res.status === 226 && held) {
+          const version = await patched(held, res, announced);
+          if (version) return { kind: 'version', version, via: 'patch', wireBytes: wire(res, version.bytes.length) };
+          noPatch.add(filename);
+          askPatch = false;
+          continue;
+        }
+        if (res.status === 200) {
+          const bytes = new Uint8Array(await res.arrayBuffer());
+          const etag = identityEtag(res.headers.get('etag'));
+          // Torn or not the version its ETag names: ask again.
+          if (etag === undefined || etagOf(await sha256Hex(bytes)) !== etag) continue;
+          const meta = metaOf(res, etag, announced);
+          return {
+            kind: 'version',
+            version: makeVersion(filename, etag, meta.generatedAt, meta.publishedAt, bytes),
+            via: 'whole',
+            wireBytes: wire(res, bytes.length),
+          };
+        }
+        await res.body?.cancel();
+        throw new OddsfilesClientError('protocol', `GET ${path} answered ${res.status}`, res.status);
+      }
+      throw new Error(`GET ${path}: three answers in a row did not match their ETag`);
+    },
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * The mirror's folder: each file replaced atomically (a temp file in the same folder, written,
+ * fsynced, renamed over the old one, the folder fsynced), so a reader of DIR sees the old bytes or
+ * the new ones, never part of either, and a crash leaves no torn file (at most a stray temp file,
+ * removed on the next start).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export const TEMP_PREFIX = '.oddsfiles-tmp-';
+
+/** A filename the service could publish (no path parts, not hidden): anything else is refused. */
+export function safeName(name: string): boolean {
+  return /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) && !name.includes('..');
+}
+
+export async function ensureDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  // A write probe: a folder that exists but cannot be written is found now, not at the first change.
+  await writeAtomic(dir, `${TEMP_PREFIX}probe`, new Uint8Array(0));
+  await rm(join(dir, `${TEMP_PREFIX}probe`), { force: true });
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const h = await open(dir, 'r').catch(() => undefined);
+  if (!h) return;
+  try {
+    await h.sync();
+  } catch {
+    // Some filesystems cannot fsync a folder; the rename is still atomic.
+  } finally {
+    await h.close();
+  }
+}
+
+export async function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  const temp = join(dir, `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
+  const h = await open(temp, 'w', 0o644);
+  try {
+    await h.writeFile(bytes);
+    await h.sync();
+  } catch (err) {
+    await h.close().catch(() => undefined);
+    await rm(temp, { force: true });
+    throw err;
+  }
+  await h.close();
+  try {
+    await rename(temp, join(dir, name));
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+  await syncDir(dir);
+}
+
+export async function removeFile(dir: string, name: string): Promise<void> {
+  await rm(join(dir, name), { force: true });
+}
+
+export async function readHeld(dir: string, name: string): Promise<Uint8Array | undefined> {
+  try {
+    return new Uint8Array(await readFile(join(dir, name)));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Temp files a crash left behind. */
+export async function removeStrayTemps(dir: string): Promise<void> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  await Promise.all(names.filter((n) => n.startsWith(TEMP_PREFIX)).map((n) => rm(join(dir, n), { force: true })));
+}

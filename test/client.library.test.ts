@@ -1,0 +1,143 @@
+/**
+ * @oddsfiles/client as a library: installing and importing it brings nothing of the server (its
+ * package.json names no dependency, and a fresh Node process importing the built package loads
+ * nothing outside it but Node's builtins); its parts: the server-sent events parser, JSON Patch,
+ * canonical JSON (against the `canonicalize` package the server uses), the layout that rebuilds
+ * a patched file byte for byte, Retry-After and the backoff.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import canonicalize from 'canonicalize';
+import fc from 'fast-check';
+import jsonpatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { backoffMs, retryAfterMs } from '../packages/client/src/http.js';
+import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from '../packages/client/src/json.js';
+import { readSse, type SseItem } from '../packages/client/src/sse.js';
+import { spawnTracked } from './helpers/processes.js';
+import { ROOT } from './helpers/service.js';
+
+const CLIENT = join(ROOT, 'packages/client');
+const SERVER_PACKAGES = ['bullmq', 'ioredis', 'fastify', 'chokidar', '@aws-sdk/client-s3'];
+
+function bodyOf(chunks: string[]): ReadableStream<Uint8Array> {
+  const enc = new TextEncoder();
+  return new ReadableStream({
+    start(c) {
+      for (const s of chunks) c.enqueue(enc.encode(s));
+      c.close();
+    },
+  });
+}
+
+async function all(chunks: string[]): Promise<SseItem[]> {
+  const out: SseItem[] = [];
+  for await (const i of readSse(bodyOf(chunks), 5000)) out.push(i);
+  return out;
+}
+
+describe('the client package', () => {
+  it('depends on nothing of the server, and importing it loads only its own files and Node builtins', async () => {
+    const pkg = JSON.parse(readFileSync(join(CLIENT, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>;
+    for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies']) {
+      for (const name of SERVER_PACKAGES) expect(Object.keys(pkg[field] ?? {}), field).not.toContain(name);
+    }
+    // A fresh process records every module it resolves, then imports the built package by name.
+    const script = `
+      import { registerHooks } from 'node:module';
+      const seen = [];
+      registerHooks({ resolve(spec, ctx, next) { const r = next(spec, ctx); seen.push(r.url); return r; } });
+      await import('@oddsfiles/client');
+      await import('@oddsfiles/client/mirror');
+      console.log(JSON.stringify(seen));
+    `;
+    const child = spawnTracked(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code, err).toBe(0);
+    const seen = JSON.parse(out) as string[];
+    expect(seen.length).toBeGreaterThan(5);
+    const outside = seen.filter((u) => !u.startsWith('node:') && !u.startsWith(`file://${join(CLIENT, 'dist')}/`));
+    expect(outside).toEqual([]);
+    for (const name of SERVER_PACKAGES) expect(seen.filter((u) => u.includes(`/node_modules/${name}/`))).toEqual([]);
+  });
+
+  it('parses server-sent events as the standard says: CRLF, CR, LF, comments, multi-line data, retry, split chunks', async () => {
+    const items = await all([
+      ': hi\r\n\r\nretry: 1500\n\nid: 7\r',
+      '\nevent: change\ndata: {"a":\ndata: 1}\n\n',
+      'data:x\rid: 8\r\r',
+      'event: reset\ndata\n\nid: 9\n',
+    ]);
+    expect(items).toEqual([
+      { kind: 'comment' },
+      { kind: 'retry', ms: 1500 },
+      { kind: 'event', event: 'change', data: '{"a":\n1}', id: '7' },
+      { kind: 'event', event: 'message', data: 'x', id: '8' },
+      { kind: 'event', event: 'reset', data: '', id: '8' },
+    ]);
+  });
+
+  it('gives up on a stream silent longer than its idle bound', async () => {
+    const silent = new ReadableStream<Uint8Array>({ start: () => undefined });
+    await expect(
+      (async () => {
+        for await (const _ of readSse(silent, 50)) void _;
+      })(),
+    ).rejects.toThrow(/said nothing for 50 ms/);
+  });
+
+  it("applies JSON Patches as fast-json-patch does, and canonical JSON is the canonicalize package's", () => {
+    // Documents are objects: the server makes patches between two of them.
+    const json = fc.dictionary(fc.string({ maxLength: 4 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 });
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        expect(canonical(a)).toBe(canonicalize(a));
+        const ops = jsonpatch.compare(a, b) as PatchOp[];
+        const mine = applyPatch(JSON.parse(JSON.stringify(a)), ops);
+        expect(canonical(mine)).toBe(canonical(JSON.parse(JSON.stringify(b))));
+      }),
+      { numRuns: 300 },
+    );
+    const doc = { a: [1, 2, 3], b: { c: 'd' } };
+    expect(
+      applyPatch(doc, [
+        { op: 'move', from: '/b/c', path: '/e' },
+        { op: 'copy', from: '/a/0', path: '/a/-' },
+        { op: 'test', path: '/e', value: 'd' },
+        { op: 'add', path: '/__proto__', value: { polluted: true } },
+      ]),
+    ).toEqual(JSON.parse('{"a":[1,2,3,1],"b":{},"e":"d","__proto__":{"polluted":true}}'));
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(() => applyPatch({ a: 1 }, [{ op: 'test', path: '/a', value: 2 }])).toThrow(/test failed/);
+    expect(() => applyPatch({ a: [] }, [{ op: 'replace', path: '/a/0', value: 2 }])).toThrow(/out of range/);
+  });
+
+  it("writes a value back in its file's layout when the file was JSON.stringify's, and says when it cannot", () => {
+    const doc = { generated_at: '2026-11-27T12:00:00.000Z', events: [{ odds: [1.5, 2.25] }], e: {} };
+    for (const indent of ['', '  ', '    ', '\t'])
+      for (const nl of ['', '\n']) {
+        const text = JSON.stringify(doc, null, indent) + nl;
+        const layout = layoutOf(text);
+        expect(layout, JSON.stringify(text)).toBeDefined();
+        expect(serialize(doc, layout!)).toBe(text);
+      }
+    expect(layoutOf('{\r\n  "a": 1\r\n}')).toBeUndefined();
+    expect(layoutOf('  {"a":1}')).toBeUndefined();
+  });
+
+  it('honours Retry-After (seconds or a date) and backs off with jitter, never below what the server asked', () => {
+    expect(retryAfterMs('3')).toBe(3000);
+    expect(retryAfterMs(null)).toBeUndefined();
+    expect(retryAfterMs(new Date(Date.now() + 10_000).toUTCString())).toBeGreaterThan(8000);
+    for (let attempt = 0; attempt < 30; attempt++) {
+      const ms = backoffMs(attempt, 5000, 30_000);
+      expect(ms).toBeGreaterThanOrEqual(5000);
+      expect(ms).toBeLessThanOrEqual(39_000);
+    }
+    expect(backoffMs(0, undefined, 30_000)).toBeLessThanOrEqual(325);
+  });
+});
