@@ -30,16 +30,18 @@ describe('the deltas worker pool', () => {
   });
 
   it('a task that fails, hangs past the timeout or kills its thread fails alone; the next is answered', async () => {
-    const pool = poolOf({ taskTimeoutMs: 300 });
+    // The timeout counts from the hand-over, thread start included: long enough for a busy machine.
+    const pool = poolOf({ taskTimeoutMs: 3000 });
+    expect(await pool.run(() => ({ message: { echo: 'warm' } }))).toBe('warm');
     await expect(pool.run(() => ({ message: { fail: true } }))).rejects.toThrow('failed on purpose');
-    await expect(pool.run(() => ({ message: { hang: true } }))).rejects.toThrow(/longer than 300 ms/);
+    await expect(pool.run(() => ({ message: { hang: true } }))).rejects.toThrow(/longer than 3000 ms/);
     expect(await pool.run(() => ({ message: { echo: 'after a hang' } }))).toBe('after a hang');
     await expect(pool.run(() => ({ message: { die: true } }))).rejects.toThrow(/exited/);
     expect(await pool.run(() => ({ message: { echo: 'after a death' } }))).toBe('after a death');
   });
 
   it('refuses at once past its bound: threads busy and the queue full', async () => {
-    const pool = poolOf({ maxQueued: 1, taskTimeoutMs: 500 });
+    const pool = poolOf({ maxQueued: 1, taskTimeoutMs: 3000 });
     const running = pool.run(() => ({ message: { hang: true } }));
     const queued = pool.run(() => ({ message: { echo: 'queued' } }));
     await expect(pool.run(() => ({ message: { echo: 'one too many' } }))).rejects.toBeInstanceOf(PoolBusy);
