@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
 import { benchArgs, commandLine } from './lib/cli.js';
+import { docTemplate, version } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { cpuMs, memOf } from './lib/proc.js';
@@ -75,7 +76,8 @@ async function main(): Promise<void> {
     label: 'stall',
     shape: 'pair',
     nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs')],
-    env: { LOOP_PROBE_DIR: probeDir },
+    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, a small young generation.
+    env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4' },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
   });
   const reader = sys.reader!;
@@ -208,13 +210,15 @@ async function main(): Promise<void> {
   const SMALL = EXAMPLE_FEEDS.filter((f) => f.filename !== DELTA && f.filename !== BIG)
     .slice(0, 20)
     .map((f) => ({ name: f.filename, next: versionsOf(f.filename, 200_000) }));
+  // (c) drops templates with a new generated_at each (bench/lib/drops.ts): no JSON work in this process.
+  const templates = SMALL.map((f) => docTemplate(feedOf(f.name), 200_000));
   await phase('(c) 100 drops/s of 200 KB files (20 files)', async () => {
     const end = Date.now() + args.seconds * 1000;
     let n = 0;
     const start = Date.now();
     while (Date.now() < end) {
-      const f = SMALL[n % SMALL.length]!;
-      await drop(f.name, f.next());
+      const t = templates[n % templates.length]!;
+      await drop(t.feed.filename, version(t).bytes);
       n++;
       const ahead = start + n * 10 - Date.now();
       if (ahead > 0) await sleep(ahead);
@@ -287,7 +291,7 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread). Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread), both with the Docker image's \`MALLOC_ARENA_MAX=2\` and \`--max-semi-space-size=4\`. Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
     '',
     table(
       [
