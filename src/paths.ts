@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
  * The package's root folder (the one holding package.json and schemas/), found from this file's
@@ -18,4 +18,16 @@ export function packageRoot(from: string = fileURLToPath(import.meta.url)): stri
 
 export function schemaPath(name: string): string {
   return join(packageRoot(), 'schemas', name);
+}
+
+/**
+ * The built script of a worker thread (`src/…/name.js` under dist/): beside the calling module when
+ * it runs built, else (tests run src/ through a TypeScript loader that threads do not inherit) the
+ * one `npm run build` wrote.
+ */
+export function workerScript(callerUrl: string, relative: string): URL {
+  const caller = fileURLToPath(callerUrl);
+  if (caller.endsWith('.js')) return new URL(relative, callerUrl);
+  const fromSrc = caller.slice(join(packageRoot(caller), 'src').length + 1);
+  return new URL(relative, pathToFileURL(join(packageRoot(caller), 'dist', 'src', fromSrc.replace(/\.ts$/, '.js'))));
 }

@@ -18,6 +18,7 @@ import { createRedisOutageLog } from './redis/outage-log.js';
 import { resolveRedis } from './redis/private-server.js';
 import { createChangeTally, shareChangeStats } from './ops/change-stats.js';
 import { createMetrics } from './ops/metrics.js';
+import { announcePresence } from './ops/presence.js';
 import { registerOps } from './ops/ops-plugin.js';
 import { startMetricsServer } from './ops/metrics-server.js';
 import { createQueueCounts } from './ops/queue-counts.js';
@@ -95,6 +96,9 @@ async function startCore(config: Config, roles: readonly Role[], log: Logger, st
   const client = connect('client', 'client');
   await whenReady(client);
   const keys = redisKeys(config.redis.prefix);
+  // Every role says it runs under this prefix (`keys create` warns when nothing does).
+  const stopPresence = announcePresence(client, keys, roles);
+  stops.add(async () => stopPresence());
   const catalog = createCatalog(client, keys, config.changes, config.history);
   const registry = buildRegistry(config.bookmakers, config.sports);
   const openQueue = queueOpener(config, log, stops, connect);

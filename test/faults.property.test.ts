@@ -14,7 +14,7 @@ import { RejectionError } from '../src/errors.js';
 import { buildRegistry, parseFilename } from '../src/feeds/registry.js';
 import { createDocumentValidator, nestingDepth } from '../src/feeds/validate.js';
 import { claimFileName, claimPath, dropClaimId, parseClaimFileName, parseDropClaimId } from '../src/ingest/drop-folder/inbox.js';
-import { createByteBudget } from '../src/ingest/publish/publish.js';
+import { createByteBudget } from '../src/ingest/publish/byte-budget.js';
 
 /** The true nesting depth of a parsed JSON value. */
 function depthOf(v: unknown): number {

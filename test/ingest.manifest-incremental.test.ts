@@ -58,18 +58,20 @@ describe('the manifest writer, incrementally', () => {
         return catalog.snapshotJson();
       },
     };
+    /** A test clock for the writers (`now`): only a manifest write made slow moves it. */
+    const clock = { ms: 0 };
     let manifestDelayMs = 0;
     const countedStore: Store = {
       ...store,
       put: async (key, bytes, type) => {
         if (key === MANIFEST_KEY) {
           counts.manifestWrites++;
-          if (manifestDelayMs) await new Promise((r) => setTimeout(r, manifestDelayMs));
+          clock.ms += manifestDelayMs;
         }
         return store.put(key, bytes, type);
       },
     };
-    /** Make every manifest write take this much longer (a big catalog, a slow store). */
+    /** Make every manifest write take this much longer on the test clock (a big catalog, a slow store). */
     const slowManifest = (ms: number) => {
       manifestDelayMs = ms;
     };
@@ -103,7 +105,7 @@ describe('the manifest writer, incrementally', () => {
       expect(Object.keys(m.files)).toEqual(snapshot.entries.map((e) => e.filename));
       expect(Object.values(m.files)).toEqual(snapshot.entries);
     };
-    return { store: countedStore, catalog: counted, otherCatalog, publish, manifest, expectMirrors, counts, slowManifest };
+    return { store: countedStore, catalog: counted, otherCatalog, publish, manifest, expectMirrors, counts, slowManifest, now: () => clock.ms };
   };
 
   it('renders the same bytes as toManifest', async () => {
@@ -247,43 +249,32 @@ describe('the manifest writer, incrementally', () => {
   });
 
   it('sizes its window by what a write costs: fast writes keep the base window, slow ones widen it', async () => {
-    const { store, catalog, publish, expectMirrors, counts, slowManifest } = await setup();
-    const w = createManifestWriter({ catalog, store, log, coalesceMs: 20, maxCoalesceMs: 400, checkEveryMs: 600_000 });
+    const { store, catalog, publish, expectMirrors, slowManifest, now } = await setup();
+    const w = createManifestWriter({ catalog, store, log, coalesceMs: 20, maxCoalesceMs: 400, checkEveryMs: 600_000, now });
     await w.flush();
-    const burst = async (ms: number) => {
-      const before = counts.manifestWrites;
-      const t0 = Date.now();
-      let commits = 0;
-      while (Date.now() - t0 < ms) {
-        const p = await publish(`site_live_s${commits % 30}.json`);
-        w.committed(p.result.seq, p.entry.filename, p.result.evicted, p.claim, p.entry);
-        commits++;
-        await new Promise((r) => setTimeout(r, 4));
-      }
+    /** Commit one version and write its manifest: the window is then what that write cost. */
+    const commitAndWrite = async (name: string) => {
+      const p = await publish(name);
+      w.committed(p.result.seq, p.entry.filename, p.result.evicted, p.claim, p.entry);
       await w.flush();
       await expectMirrors();
-      expect(commits).toBeGreaterThan(40);
-      return counts.manifestWrites - before;
+      expect(existsSync(p.claim)).toBe(false);
     };
-    // Writes of a few ms: the window stays near 20 ms, so there are many writes (a window growing
-    // to 400 ms would make fewer than 10 in 1.5 s).
-    expect(await burst(1500)).toBeGreaterThan(20);
-    // Writes of 60 ms: the window grows to 4 × 60 ms, so few writes (a 20 ms window: about 20).
+    // Writes that cost nothing keep the base window.
+    await commitAndWrite('site_live_s1.json');
+    expect(w.windowMs()).toBe(20);
+    // A write of 60 ms: four times that.
     slowManifest(60);
-    expect(await burst(1500)).toBeLessThan(10);
-
-    // Fast again: one fast write brings the window back, and a lone commit's claim goes promptly.
+    await commitAndWrite('site_live_s2.json');
+    expect(w.windowMs()).toBe(240);
+    // A write of 1 s: no more than maxCoalesceMs.
+    slowManifest(1000);
+    await commitAndWrite('site_live_s3.json');
+    expect(w.windowMs()).toBe(400);
+    // Fast again: one fast write brings the base window back.
     slowManifest(0);
-    const first = await publish('site_live_first.json');
-    w.committed(first.result.seq, 'site_live_first.json', [], first.claim, first.entry);
-    await waitFor(() => !existsSync(first.claim), 5000, 'the first claim removed');
-    const lone = await publish('site_live_lone.json');
-    const t1 = Date.now();
-    w.committed(lone.result.seq, 'site_live_lone.json', [], lone.claim, lone.entry);
-    await waitFor(() => !existsSync(lone.claim), 5000, 'the lone claim removed');
-    // A window left at 4 × 60 ms would hold it at least 240 ms; 20 ms plus a write is far less,
-    // even on a loaded machine (151 ms seen once with the whole suite running: the margin is wide).
-    expect(Date.now() - t1).toBeLessThan(220);
+    await commitAndWrite('site_live_s4.json');
+    expect(w.windowMs()).toBe(20);
     w.close();
   });
 });

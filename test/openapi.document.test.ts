@@ -17,7 +17,7 @@ import { createKeyStore } from '../src/keys/store.js';
 import { buildReaderApp } from '../src/reader/app.js';
 import { createReaderState, type ReaderState } from '../src/reader/state.js';
 import { createRedis } from '../src/redis/connect.js';
-import { createReaderFixture, type ReaderFixture } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE, type ReaderFixture } from './helpers/reader-fixture.js';
 import { TEST_REDIS_URL } from './helpers/redis.js';
 
 const LIVE = 'site_live_northwind_soccer.json';
@@ -86,6 +86,7 @@ beforeAll(async () => {
     log: fx.log,
     state,
     limits: { redis: limits, subscriber },
+    pressure: IN_TEST_PRESSURE,
     register: (a) => {
       a.addHook('onRoute', (r) => {
         for (const method of [r.method].flat()) routes.push({ method: String(method), url: r.url ?? '' });

@@ -15,7 +15,7 @@ import { buildReaderApp } from '../src/reader/app.js';
 import { redisLease } from '../src/reader/limits/lease-script.js';
 import { createReaderState, type ReaderState } from '../src/reader/state.js';
 import { createRedis } from '../src/redis/connect.js';
-import { createReaderFixture, type ReaderFixture } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE, type ReaderFixture } from './helpers/reader-fixture.js';
 import { TEST_REDIS_URL } from './helpers/redis.js';
 
 interface Reader {
@@ -52,7 +52,15 @@ describe('plan limits leased from Redis, two readers', () => {
       log: fx.log,
       registry: fx.registry,
     });
-    const app = await buildReaderApp({ config, redis: client, store: fx.store, log: fx.log, state, limits: { redis: limits, subscriber } });
+    const app = await buildReaderApp({
+      config,
+      redis: client,
+      store: fx.store,
+      log: fx.log,
+      state,
+      limits: { redis: limits, subscriber },
+      pressure: IN_TEST_PRESSURE,
+    });
     await state.refresh();
     return { app, state, connections: [client, subscriber, limits] };
   };

@@ -14,7 +14,7 @@ import { buildReaderApp } from '../src/reader/app.js';
 import { createReaderState } from '../src/reader/state.js';
 import { createRedis } from '../src/redis/connect.js';
 import { drop, tinyDoc } from './helpers/drops.js';
-import { createReaderFixture } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE } from './helpers/reader-fixture.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
@@ -211,7 +211,15 @@ describe('Redis does not answer: fail open', () => {
       log: fx.log,
       registry: fx.registry,
     });
-    const app = await buildReaderApp({ config: fx.config, redis: fx.redis, store: fx.store, log: fx.log, state, limits: { redis: dead, metrics } });
+    const app = await buildReaderApp({
+      config: fx.config,
+      redis: fx.redis,
+      store: fx.store,
+      log: fx.log,
+      state,
+      limits: { redis: dead, metrics },
+      pressure: IN_TEST_PRESSURE,
+    });
     try {
       const { key } = await fx.keyStore.create({ name: 'pro', plan: 'pro' });
       await state.refresh();

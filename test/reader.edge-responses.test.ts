@@ -15,7 +15,7 @@ import { createMetrics, type Metrics } from '../src/ops/metrics.js';
 import { startReader, type RunningReader } from '../src/reader/index.js';
 import { createRedis } from '../src/redis/connect.js';
 import { rawRequest } from './helpers/raw-http.js';
-import { createReaderFixture, type ReaderFixture } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE, type ReaderFixture } from './helpers/reader-fixture.js';
 import { TEST_REDIS_URL } from './helpers/redis.js';
 
 const LIVE = 'site_live_northwind_soccer.json';
@@ -50,6 +50,7 @@ async function start(requestLog: 'all' | 'errors'): Promise<Started> {
     registry: fx.registry,
     metrics,
     register: (app) => registerOps(app, { config, metrics }),
+    pressure: IN_TEST_PRESSURE,
   });
   await reader.ready;
   return { reader, metrics, port: Number(new URL(reader.url).port) };

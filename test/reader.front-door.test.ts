@@ -25,7 +25,7 @@ import { registerOps } from '../src/ops/ops-plugin.js';
 import { buildReaderApp, frontDoorAnswered } from '../src/reader/app.js';
 import { createReaderState, type ReaderState } from '../src/reader/state.js';
 import { createRedis } from '../src/redis/connect.js';
-import { createReaderFixture, oddsDocument, type ReaderFixture } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE, oddsDocument, type ReaderFixture } from './helpers/reader-fixture.js';
 import { TEST_REDIS_URL } from './helpers/redis.js';
 
 const LIVE = 'site_live_northwind_soccer.json';
@@ -159,6 +159,7 @@ describe('the front door answers as Fastify does', () => {
       limits: { redis: limits, subscriber, metrics },
       onAuthFailed: (reason) => metrics.authFailed(reason),
       onFrontDoorResponse: (route, method, status, ms) => metrics.httpResponse(route, method, status, ms),
+      pressure: IN_TEST_PRESSURE,
       register: async (a) => {
         await registerOps(a, { config: readerConfig, metrics });
         if (preClose) a.addHook('preClose', preClose);

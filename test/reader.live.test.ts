@@ -7,7 +7,7 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { CatalogEntry } from '../src/catalog/types.js';
 import type { Store } from '../src/store/store.js';
 import { objectKey } from '../src/store/store.js';
-import { createReaderFixture, oddsDocument, within, type ReaderFixture, type ReaderInstance } from './helpers/reader-fixture.js';
+import { createReaderFixture, IN_TEST_PRESSURE, oddsDocument, within, type ReaderFixture, type ReaderInstance } from './helpers/reader-fixture.js';
 
 const FILE = 'site_live_redstone_basketball.json';
 const OTHER = 'site_pregame_goldcrest_tennis.json';
@@ -282,7 +282,16 @@ describe('startReader', () => {
     redis.on('error', () => undefined);
     subscriber.on('error', () => undefined);
     try {
-      const reader = await startReader({ config: fx.config, redis, subscriber, store: fx.store, catalog: fx.catalog, log: fx.log, registry: fx.registry });
+      const reader = await startReader({
+        config: fx.config,
+        redis,
+        subscriber,
+        store: fx.store,
+        catalog: fx.catalog,
+        log: fx.log,
+        registry: fx.registry,
+        pressure: IN_TEST_PRESSURE,
+      });
       try {
         expect(reader.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
         expect(fx.logLines.some((l) => l.includes('"msg":"reader listening"') && l.includes(reader.url))).toBe(true);

@@ -30,6 +30,9 @@ export interface CatalogSnapshot {
 
 export type CommitOutcome = 'published' | 'superseded' | 'unchanged';
 
+/** How a drop was settled: its commit's outcome, or rejected. */
+export type DropOutcome = CommitOutcome | 'rejected';
+
 export interface CommitResult {
   readonly outcome: CommitOutcome;
   /** The entry published under the filename after the commit. */

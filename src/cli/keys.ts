@@ -11,6 +11,8 @@ import type { Config } from '../config.js';
 import { UsageError } from '../errors.js';
 import type { CliContext } from './context.js';
 import { formatTable } from './table.js';
+import { PRESENCE_WINDOW_MS, seenLately } from '../ops/presence.js';
+import { redactUrl } from '../redis/connect.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -41,6 +43,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
       );
       if (allow.length === 0 && record.publish.length === 0)
         ctx.io.stderr.write('warning: this key may read no file; give --plan or --allow (or --publish for a publisher key)\n');
+      await warnWhenNothingServes(ctx);
     });
 
   keys
@@ -121,4 +124,19 @@ function describeRate(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1])
 function row(r: KeyRecord, plans: Parameters<typeof effectiveAllow>[1]): string[] {
   const plan = r.plan === null ? '-' : plans[r.plan] ? r.plan : `${r.plan} (not configured)`;
   return [r.id, r.name, plan, effectiveAllow(r, plans).join(',') || '-', r.publish.join(',') || '-', r.created_at, r.revoked_at ?? '-'];
+}
+
+/**
+ * A key is looked up under the Redis and REDIS_PREFIX it was made under: made where no process of
+ * the service has run lately (a mistyped prefix, another Redis), it would get 401 everywhere. Said
+ * on stderr, after the key (which is made all the same: the service may simply not be started yet).
+ */
+async function warnWhenNothingServes(ctx: CliContext): Promise<void> {
+  const running = await seenLately(await ctx.redis(), ctx.keys()).catch(() => undefined);
+  if (running === undefined || running.length > 0) return;
+  const { prefix } = ctx.config().redis;
+  ctx.io.stderr.write(
+    `warning: no oddsfiles process has run under REDIS_PREFIX "${prefix}" on ${redactUrl(await ctx.redisUrl())} in the last ${PRESENCE_WINDOW_MS / 1000} s; ` +
+      'readers use the key only under the same Redis and prefix (check REDIS_URL and REDIS_PREFIX, or start the service)\n',
+  );
 }

@@ -11,6 +11,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { CliContext } from './context.js';
+import { ifExists } from '../missing.js';
 
 export const KEY_ENV = 'ODDSFILES_KEY';
 
@@ -52,7 +53,7 @@ export async function publishRemote(ctx: CliContext, files: readonly string[], o
   }
   if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new UsageError(`--url must be https:// (or http://), not "${opts.url}"`);
   for (const f of files) {
-    const st = await stat(f).catch(() => undefined);
+    const st = await ifExists(stat(f));
     if (!st?.isFile()) throw new UsageError(`not a readable file: ${f}`);
   }
   const results: RemoteResult[] = [];

@@ -14,6 +14,7 @@ import type { CliContext } from './context.js';
 import { checkInboxWatched } from './inbox-check.js';
 import { awaitOutcomes, openOutcomeEvents, parseTimeout, reportOutcomes, withWaitOptions, type Submitted, type WaitOptions } from './outcomes.js';
 import { KEY_ENV, publishRemote } from './publish-remote.js';
+import { ifExists } from '../missing.js';
 
 interface PublishOptions extends WaitOptions {
   url?: string;
@@ -36,7 +37,7 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
       if (opts.url !== undefined) return publishRemote(ctx, files, { url: opts.url, key: opts.key, dryRun: opts.dryRun, json: opts.json, timeoutMs });
       if (opts.key !== undefined || opts.dryRun) throw new UsageError('--key and --dry-run go with --url');
       for (const f of files) {
-        const st = await stat(f).catch(() => undefined);
+        const st = await ifExists(stat(f));
         if (!st?.isFile()) throw new UsageError(`not a readable file: ${f}`);
       }
       const config = ctx.config();

@@ -18,6 +18,7 @@ import type { CliContext } from './context.js';
 import { checkInboxWatched, refuseOtherInbox } from './inbox-check.js';
 import { awaitOutcomes, openOutcomeEvents, parseTimeout, reportOutcomes, withWaitOptions, type Submitted, type WaitOptions } from './outcomes.js';
 import { formatTable } from './table.js';
+import { ifExists } from '../missing.js';
 
 export function registerRejectedCommands(program: Command, ctx: CliContext): void {
   const rejected = program.command('rejected').description('rejected drops: why, sending them again, removing old ones');
@@ -122,7 +123,7 @@ async function requeue(rejectedDir: string, inboxDir: string, r: RejectionRecord
     await copyFile(source, `${target}.part`);
     await rename(`${target}.part`, target);
   }
-  const left = await readdir(dir).catch(() => []);
+  const left = (await ifExists(readdir(dir))) ?? [];
   if (left.every((n) => n === 'reason.json')) await rm(dir, { recursive: true, force: true });
   else await mkdir(dir, { recursive: true });
   return target;

@@ -256,12 +256,28 @@ export const FileSchema = Type.Object(
       },
       section,
     ),
+    deltas: Type.Object(
+      {
+        max_bytes: Type.Integer({
+          minimum: 0,
+          maximum: 1_073_741_824,
+          default: 8_388_608,
+          description: 'files larger than this get no deltas (A-IM is ignored: 200 or 304 as without it); 0: no deltas',
+        }),
+        max_wait: duration({
+          default: '1s',
+          description: 'longest a request waits for a patch being built; then it gets the whole file (the patch is kept for the next)',
+        }),
+        threads: Type.Integer({ minimum: 1, maximum: 64, default: 1, description: 'worker threads per reader that build patches and digests' }),
+      },
+      section,
+    ),
   },
   {
     ...closed,
     title: 'oddsfiles configuration file (ODDSFILES_CONFIG)',
     description:
-      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish, changes and history are merged field by field.',
+      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish, changes, history and deltas are merged field by field.',
   },
 );
 

@@ -174,4 +174,12 @@ export interface Config {
     readonly retentionMs: number;
     readonly maxVersions: number;
   };
+  /** Deltas (RFC 3229) on GET /v1/data: built off the serving loop, bounded (src/reader/deltas/). */
+  readonly deltas: {
+    /** Files larger than this get no deltas. */
+    readonly maxBytes: number;
+    /** Longest wait of a request for a patch being built. */
+    readonly maxWaitMs: number;
+    readonly threads: number;
+  };
 }

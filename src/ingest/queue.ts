@@ -8,7 +8,9 @@
  *   /v1/data: staged.ts); the worker brings them into its inbox as that claim first.
  */
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import type { DropOutcome } from '../catalog/types.js';
 import { INGEST_QUEUE } from '../redis/key-names.js';
+import type { DropResult } from './publish/publish.js';
 
 export interface IngestJobData {
   readonly name: string;
@@ -20,23 +22,11 @@ export interface IngestJobData {
   readonly staged?: boolean;
 }
 
-/** A completed job's return value: how its drop was settled (`gone`: there was nothing to settle). */
-export interface IngestResult {
-  /** published, superseded, unchanged, rejected, or gone. */
-  readonly outcome: string;
-  readonly filename: string;
-  /** A rejection's reason code, detail and id (its folder in REJECTED_DIR). */
-  readonly reason?: string;
-  readonly detail?: string;
-  readonly rejectionId?: string;
-  /** The drop's SHA-256 and generated_at as published (set when it validated). */
-  readonly sha256?: string;
-  readonly generatedAt?: string;
-  /** Superseded: the published generated_at that won over the drop. */
-  readonly publishedGeneratedAt?: string;
-  /** The version published under the filename once settled (the drop's, or the one that won). */
-  readonly current?: { readonly sha256: string; readonly generatedAt: string };
-}
+/**
+ * A completed job's return value: how its drop was settled (the publisher's result, less what
+ * only the worker's log needs), or `gone`: there was nothing to settle.
+ */
+export type IngestResult = Omit<DropResult, 'outcome' | 'timings' | 'carriedTo'> & { readonly outcome: DropOutcome | 'gone' };
 
 export type IngestQueue = Queue<IngestJobData, IngestResult>;
 

@@ -7,7 +7,6 @@
  * first start claims with one rename; a later start looks for its earlier claim first (takeClaim).
  * The log line's `timings` are the publisher's (read, validate, store, commit, total) plus `claim`.
  */
-import { lstat } from 'node:fs/promises';
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
@@ -18,6 +17,7 @@ import { claimDrop, claimPath, dropClaimId, type Claim } from './drop-folder/inb
 import type { DropResult, Publisher } from './publish/publish.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
 import { removeStaged, takeStagedClaim } from './http/staged.js';
+import { exists } from '../missing.js';
 
 export interface WorkerDeps {
   /** The worker's ioredis connection: its status and 'ready' also tell when a Redis outage ends. */
@@ -170,14 +170,4 @@ async function takeStaged(deps: Pick<WorkerDeps, 'inboxDir' | 'store'>, claimId:
 /** Unknown (no attemptsStarted) counts as a restart: the careful path. */
 function isFirstStart(job: Job<IngestJobData, IngestResult>): boolean {
   return job.attemptsStarted === 1 && job.attemptsMade === 0;
-}
-
-/** lstat: a claimed symlink or FIFO exists too, and is rejected by the publish step. */
-async function exists(path: string): Promise<boolean> {
-  try {
-    await lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }

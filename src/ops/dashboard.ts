@@ -11,6 +11,7 @@
 import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods, type onRequestHookHandler } from 'fastify';
 import type { Queue } from 'bullmq';
 import { HttpProblem } from '../errors.js';
+import { jobData, jobTitle, type JobFields } from './dashboard-format.js';
 
 export const DASHBOARD_PATH = '/admin/queues';
 
@@ -114,14 +115,16 @@ async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
   ]);
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
+  const ingest = new BullMQAdapter(queue, {
+    readOnlyMode: !deps.actions,
+    allowRetries: deps.actions,
+    description: 'drops waiting to be validated and published',
+  });
+  // Jobs titled by filename and outcome (a rejection marked, with its reason), times readable.
+  ingest.setFormatter('name', (job: JobFields) => jobTitle(job));
+  ingest.setFormatter('data', jobData);
   createBullBoard({
-    queues: [
-      new BullMQAdapter(queue, {
-        readOnlyMode: !deps.actions,
-        allowRetries: deps.actions,
-        description: 'drops waiting to be validated and published',
-      }),
-    ],
+    queues: [ingest],
     serverAdapter,
     options: { uiConfig: { boardTitle: 'oddsfiles' } },
   });

@@ -1,12 +1,9 @@
 /** The ingest metrics, fed by the worker as it settles each drop: outcomes, rejection reasons, job duration, publish lag. */
 import { Counter, Histogram, type Registry } from 'prom-client';
-import type { CommitOutcome } from '../catalog/types.js';
+import type { DropOutcome } from '../catalog/types.js';
 import { REJECTION_REASONS } from '../errors.js';
 import { feedKindOf } from '../feeds/kind.js';
 import { safeLabel } from './metric-label.js';
-
-/** How a drop was settled: its commit's outcome, or rejected. */
-export type DropOutcome = CommitOutcome | 'rejected';
 
 const DROP_OUTCOMES: readonly DropOutcome[] = ['published', 'superseded', 'unchanged', 'rejected'];
 

@@ -22,7 +22,7 @@ import { createHttpMetrics, type HttpMetrics } from './http-metrics.js';
 import { createIngestMetrics, type IngestMetrics } from './ingest-metrics.js';
 import { createQueueMetrics, type QueueSource } from './queue-metrics.js';
 
-export type { DropOutcome, SettledDrop, SettledJob } from './ingest-metrics.js';
+export type { SettledDrop, SettledJob } from './ingest-metrics.js';
 export type { BindCatalogOptions } from './freshness-metrics.js';
 export { QUEUE_STATES, type QueueSource } from './queue-metrics.js';
 

@@ -189,6 +189,15 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     : undefined;
   const lists = createFileLists(state.published);
   const pick = createVariantPicker(state.published);
+  const deltas = createReaderDeltas({
+    store: deps.store,
+    redis: deps.redis,
+    prefix: config.redis.prefix,
+    published: state.published,
+    log,
+    limits: config.deltas,
+  });
+  app.addHook('onClose', () => deltas.close());
   const v1 = createV1Handler({
     ring: state.keys,
     isLoaded: state.loaded,
@@ -199,7 +208,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
     published: state.published,
     lists,
     pick,
-    deltas: createReaderDeltas({ store: deps.store, redis: deps.redis, prefix: config.redis.prefix, published: state.published, log }),
+    deltas,
     clientIp: ipOf,
   });
   // Last of the app's onRequest hooks (after Host, load and those of `register`, as the 405 of the

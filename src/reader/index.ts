@@ -4,16 +4,11 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
-import type { Catalog } from '../catalog/redis-catalog.js';
-import type { Config } from '../config.js';
-import type { FeedRegistry } from '../feeds/registry.js';
-import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
 import type { CatalogEntry } from '../catalog/types.js';
-import { buildReaderApp, type ChangeCounters } from './app.js';
+import { buildReaderApp, type ChangeCounters, type PressureLimits } from './app.js';
 import type { RateLimitCheck } from './limits/rate-limit.js';
 import { whenReady } from '../redis/connect.js';
-import { createReaderState } from './state.js';
+import { createReaderState, type ReaderStateDeps } from './state.js';
 import { createChangeLog } from '../catalog/change-log.js';
 import { redisKeys } from '../redis/key-names.js';
 import { createChangeFeed } from './changes/feed.js';
@@ -26,16 +21,8 @@ export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, ty
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
 export type { RateDecision, RateLimitCheck } from './limits/rate-limit.js';
 
-export interface ReaderDeps {
-  readonly config: Config;
-  /** Command connection (client role). */
-  readonly redis: Redis;
-  /** Subscriber connection (subscriber role): the reader subscribes it. */
-  readonly subscriber: Redis;
-  readonly store: Store;
-  readonly catalog: Catalog;
-  readonly log: Logger;
-  readonly registry: FeedRegistry;
+/** What the reader's state needs (state.ts), and what only the serving reader does. */
+export interface ReaderDeps extends ReaderStateDeps {
   /** A rate-limit check of one's own; see `enforceLimits` for the real one. */
   readonly rateLimit?: RateLimitCheck;
   /**
@@ -50,10 +37,10 @@ export interface ReaderDeps {
   readonly metrics?: ReaderMetrics;
   /** Counters of the change endpoints: open streams, events written, slow clients dropped, long-polls. */
   readonly changeCounters?: ChangeCounters;
-  /** Take the versions workers carry ahead of their announcements (default true; see ReaderStateDeps). */
-  readonly carried?: boolean;
   /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
   readonly publisher?: PublishPort | undefined;
+  /** When the process counts as overloaded (defaults in edge-limits.ts). */
+  readonly pressure?: PressureLimits | undefined;
 }
 
 /** What the reader reports as it serves. It defines the shape; the composition root passes the metrics. */

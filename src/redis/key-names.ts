@@ -49,6 +49,8 @@ export interface RedisKeys {
    * per process (inbox: the absolute path on that host), scored as inbox(id); for messages only.
    */
   readonly inboxes: string;
+  /** Sorted set: every process of the service (`<roles>@<host>:<pid>`), scored by when it last said it runs (ms). */
+  readonly processes: string;
 }
 
 export function redisKeys(prefix: string): RedisKeys {
@@ -72,6 +74,7 @@ export function redisKeys(prefix: string): RedisKeys {
     streamSlots: (rateKey) => `${prefix}:streams:${rateKey}`,
     inbox: (id) => `${prefix}:inbox:${id}`,
     inboxes: `${prefix}:inboxes`,
+    processes: `${prefix}:processes`,
   };
 }
 

@@ -18,7 +18,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { buildRegistry, parseFilename, type FeedRegistry } from '../../src/feeds/registry.js';
 import { createKeyStore, type KeyStore } from '../../src/keys/store.js';
 import { createLogger, type Logger } from '../../src/log.js';
-import { buildReaderApp } from '../../src/reader/app.js';
+import { buildReaderApp, type PressureLimits } from '../../src/reader/app.js';
 import type { RateLimitCheck } from '../../src/reader/limits/rate-limit.js';
 import { createReaderState, type ReaderState } from '../../src/reader/state.js';
 import { createRedis } from '../../src/redis/connect.js';
@@ -26,6 +26,14 @@ import { redisKeys, type RedisKeys } from '../../src/redis/key-names.js';
 import { createFsStore } from '../../src/store/fs-store.js';
 import { objectKey, type Store } from '../../src/store/store.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
+
+/**
+ * Pressure limits for a reader running inside a test worker: no event-loop delay check. That
+ * loop is the test's too (its requests, its assertions) and on a busy machine its delay says
+ * nothing about the reader, whose 503s would fail tests that are not about overload. The heap
+ * check stays. Tests of the overload answer set their own limits (edge.hostile.test.ts).
+ */
+export const IN_TEST_PRESSURE: PressureLimits = { maxEventLoopDelayMs: 0 };
 
 export interface ReaderInstance {
   readonly app: FastifyInstance;
@@ -146,6 +154,7 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
         state,
         rateLimit: options.rateLimit,
         register: options.register,
+        pressure: IN_TEST_PRESSURE,
       });
       const instance: ReaderInstance = {
         app,

@@ -8,6 +8,7 @@ import { unlinkSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import type { Logger } from '../../log.js';
 import { inBatches } from './cleanup-batch.js';
+import { isMissing } from '../../missing.js';
 
 export interface ClaimRemoval {
   /** Remove `path` once a manifest covering `seq` is written; `bytes`: the drop's size, when known. */
@@ -50,7 +51,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   let checks: string[] = [];
 
   const notRemoved = (err: NodeJS.ErrnoException, path: string) => {
-    if (err.code !== 'ENOENT') log.warn({ err: { message: err.message }, path }, 'could not remove a settled claim; recovery will settle it again');
+    if (!isMissing(err)) log.warn({ err: { message: err.message }, path }, 'could not remove a settled claim; recovery will settle it again');
   };
 
   /**

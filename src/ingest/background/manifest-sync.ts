@@ -53,6 +53,8 @@ export interface ManifestWriter {
   flush(): Promise<void>;
   /** Claims waiting for a manifest write. */
   pending(): number;
+  /** The coalescing window now, ms (what the next commit waits at most for its write). */
+  windowMs(): number;
   /** Stop the timers (a write under way finishes). */
   close(): void;
 }
@@ -72,12 +74,15 @@ export interface ManifestWriterOptions {
    * (`ingest.sync_io_max_bytes`; 0, the default here: every removal on the thread pool).
    */
   readonly syncIoMaxBytes?: number;
+  /** The clock a write is timed with, ms (default performance.now; tests pass their own). */
+  readonly now?: () => number;
 }
 
 export function createManifestWriter(opts: ManifestWriterOptions): ManifestWriter {
   const { catalog, store, log } = opts;
   const coalesceMs = opts.coalesceMs ?? 10;
   const maxCoalesceMs = Math.max(coalesceMs, opts.maxCoalesceMs ?? 500);
+  const now = opts.now ?? (() => performance.now());
   const mirror = createCatalogMirror(catalog);
   const claims = createClaimRemoval({ log, ...(opts.syncIoMaxBytes !== undefined ? { syncIoMaxBytes: opts.syncIoMaxBytes } : {}) });
   const eviction = createEviction({ catalog, store, log });
@@ -126,15 +131,15 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       // happened to it meanwhile (Redis restarted on older data), the mirror is rebuilt from it.
       if (all) mirror.forget();
       if (own > written) {
-        const started = performance.now();
+        const started = now();
         const at = await mirror.read();
         await store.put(MANIFEST_KEY, renderManifest(at.seq, new Date(), at.files), 'application/json');
         written = at.seq;
-        windowMs = Math.min(maxCoalesceMs, Math.max(coalesceMs, 4 * (performance.now() - started)));
+        windowMs = Math.min(maxCoalesceMs, Math.max(coalesceMs, 4 * (now() - started)));
         // Others committed meanwhile and may write an older snapshot over ours: look again soon.
         // Commits all known to be our own need no look (nobody else writes for them).
-        const now = await catalog.seq();
-        for (let seq = at.seq + 1; seq <= now && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = true;
+        const latest = await catalog.seq();
+        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = true;
       }
     } catch (err) {
       claims.putBackChecks(checked);
@@ -197,6 +202,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       throw new Error(`the manifest could not be written; ${claims.pending()} claims stay in .processing until it is`);
     },
     pending: () => claims.pending(),
+    windowMs: () => windowMs,
     close() {
       clearInterval(periodic);
       background.close();

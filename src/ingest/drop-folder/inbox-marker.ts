@@ -20,6 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { RedisKeys } from '../../redis/key-names.js';
+import { ifExists } from '../../missing.js';
 
 export const INBOX_MARKER = '.oddsfiles-inbox';
 /** How long a registration lives without a refresh, and how often it is refreshed. */
@@ -36,9 +37,9 @@ export function inboxMarkerPath(inboxDir: string): string {
 export async function readInboxMarker(inboxDir: string): Promise<string | undefined> {
   const path = inboxMarkerPath(inboxDir);
   // lstat first: a FIFO or a folder under that name is never read (a FIFO would block).
-  const st = await lstat(path).catch(() => undefined);
+  const st = await ifExists(lstat(path));
   if (!st?.isFile() || st.size > 1024) return undefined;
-  const id = (await readFile(path, 'utf8').catch(() => '')).trim();
+  const id = ((await ifExists(readFile(path, 'utf8'))) ?? '').trim();
   return ID.test(id) ? id : undefined;
 }
 

@@ -9,6 +9,7 @@ import { mkdir, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RejectionError } from '../../errors.js';
 import { SYNC_IO_MAX_BYTES, closeFd, fstatFd, openFd, readFd } from '../../sync-io.js';
+import { isMissing } from '../../missing.js';
 
 export const PROCESSING_DIR = '.processing';
 
@@ -106,8 +107,7 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string,
     if (sync) renameSync(join(inboxDir, name), path);
     else await rename(join(inboxDir, name), path);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    if (isMissing(err)) return undefined;
     throw err;
   }
   return { claimId, name, path };

@@ -1,8 +1,9 @@
 /**
  * Rejected drops whose writer was still writing. A rejected drop whose bytes were read is kept in
  * REJECTED_DIR as those bytes, and its claim (the file a writer may still hold open) is parked as
- * INBOX_DIR/.rejected-watch/<id>. Each rescan compares a parked file with the kept bytes: grown
- * or written since, the rejection does not stand (it was about bytes the writer went on from), so
+ * INBOX_DIR/.rejected-watch/<id>. Each rescan compares a parked file with the rejection: written
+ * after its reason.json, or (while no operator has edited the kept copy) grown or written since
+ * the kept bytes, the rejection does not stand (it was about bytes the writer went on from), so
  * its folder is removed and the file goes through the pipeline again as a new claim. Parked files
  * quiet for `ingest.settle_max` are removed.
  */
@@ -12,6 +13,7 @@ import type { Logger } from '../../log.js';
 import { claimPath, newClaimId } from './inbox.js';
 import { enqueueClaim, type IngestQueue } from '../queue.js';
 import { readRejection, watchDir, type RejectionRecord } from '../rejections/rejected.js';
+import { ifExists, isMissing } from '../../missing.js';
 
 export interface LateWriteDeps {
   readonly inboxDir: string;
@@ -27,31 +29,35 @@ export interface LateWriteDeps {
 /** One pass over the parked files; resolves to how many went back into the pipeline. */
 export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
   const dir = watchDir(deps.inboxDir);
-  const names = await readdir(dir).catch(() => [] as string[]);
+  const names = (await ifExists(readdir(dir))) ?? [];
   let requeued = 0;
   for (const name of names) {
     const parked = join(dir, name);
     const id = name;
-    const st = await lstat(parked).catch(() => undefined);
+    const st = await ifExists(lstat(parked));
     if (!st?.isFile()) continue;
     const record = await readRejection(deps.rejectedDir, id);
-    const kept = record ? await lstat(join(deps.rejectedDir, id, record.filename)).catch(() => undefined) : undefined;
+    const kept = record ? await ifExists(lstat(join(deps.rejectedDir, id, record.filename))) : undefined;
     if (!record || !kept) {
       // The rejection was removed (retried, cleaned up): nothing left to compare with.
-      await unlink(parked).catch(() => undefined);
+      await ifExists(unlink(parked));
       continue;
     }
-    // Written after the kept bytes were: the writer went on.
-    const written = st.size !== kept.size || st.mtimeMs > kept.mtimeMs;
+    // Written after the rejection was (its reason.json), or unlike the kept bytes: the writer went
+    // on. The kept copy is compared only while it is as judged (not written after reason.json): an
+    // operator may fix it in place before a `rejected retry`, and that is no late write.
+    const reason = await lstat(join(deps.rejectedDir, id, 'reason.json')).catch(() => undefined);
+    const keptAsJudged = reason !== undefined && kept.mtimeMs <= reason.mtimeMs;
+    const written = (reason !== undefined && st.mtimeMs > reason.mtimeMs) || (keptAsJudged && (st.size !== kept.size || st.mtimeMs > kept.mtimeMs));
     if (!written) {
-      if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await unlink(parked).catch(() => undefined);
+      if (Date.now() - Math.max(st.mtimeMs, kept.mtimeMs) >= deps.watchMs) await ifExists(unlink(parked));
       continue;
     }
     const claimId = newClaimId();
     try {
       await rename(parked, claimPath(deps.inboxDir, claimId, record.filename));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // taken by another watcher
+      if (isMissing(err)) continue; // taken by another watcher
       throw err;
     }
     // From here the claim is safe: should the queueing fail, the rescan recovers it (recovery.ts).

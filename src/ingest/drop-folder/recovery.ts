@@ -6,6 +6,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import type { Logger } from '../../log.js';
 import { parseClaimFileName, parseDropClaimId, processingDir } from './inbox.js';
 import { claimJobId, enqueueClaim, type IngestQueue } from '../queue.js';
+import { ifExists } from '../../missing.js';
 
 const PENDING = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 
@@ -23,17 +24,13 @@ export async function recoverClaims(deps: {
   recentClaimMs?: number;
 }): Promise<number> {
   const recentMs = deps.recentClaimMs ?? RECENT_CLAIM_MS;
-  let names: string[];
-  try {
-    names = await readdir(processingDir(deps.inboxDir));
-  } catch {
-    return 0;
-  }
+  const names = await ifExists(readdir(processingDir(deps.inboxDir)));
+  if (!names) return 0;
   let recovered = 0;
   for (const fileName of names) {
     const claim = parseClaimFileName(deps.inboxDir, fileName);
     if (!claim) continue;
-    const st = await lstat(claim.path).catch(() => undefined);
+    const st = await ifExists(lstat(claim.path));
     if (!st) continue;
     // rename() sets the ctime: this is when the drop was claimed.
     if (Date.now() - st.ctimeMs < recentMs) continue;

@@ -9,6 +9,7 @@ import { lstat } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import { RejectionError, type RejectionReason } from '../../errors.js';
 import { readClaim } from './inbox.js';
+import { ifExists } from '../../missing.js';
 
 /**
  * A file still being written up to this size is read again as soon as it changes (it may be
@@ -83,7 +84,7 @@ async function waitQuiet(
   let last = seen;
   let changedAt: number | undefined;
   for (;;) {
-    const st = await lstat(path).catch(() => undefined);
+    const st = await ifExists(lstat(path));
     if (!st) return 'gone';
     const now = Date.now();
     // Over the limit: the next read refuses it without reading.

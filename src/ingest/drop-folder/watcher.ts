@@ -19,6 +19,7 @@ import { ensureInbox, isIgnoredName } from './inbox.js';
 import { enqueueDrop, type IngestQueue } from '../queue.js';
 import { checkLateWrites, type LateWriteDeps } from './late-writes.js';
 import { recoverClaims } from './recovery.js';
+import { ifExists } from '../../missing.js';
 
 export interface WatcherDeps {
   readonly inboxDir: string;
@@ -192,7 +193,7 @@ async function rescanInbox(
       folder(e.name);
       continue;
     }
-    const st = await lstat(join(inbox, e.name)).catch(() => undefined);
+    const st = await ifExists(lstat(join(inbox, e.name)));
     // Still being written in place: the watcher queues it when it settles.
     if (!st || now() - st.mtimeMs < minAge) continue;
     await queueDrop(e.name);

@@ -6,25 +6,26 @@
  * background, one write for every commit made meanwhile, and evicted versions are deleted after it
  * (manifest-sync.ts).
  */
-import { createHash } from 'node:crypto';
 import { unlink } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
-import type { CatalogEntry, CommitOutcome } from '../../catalog/types.js';
+import type { CatalogEntry, CommitOutcome, DropOutcome } from '../../catalog/types.js';
 import { RejectionError, type RejectionReason } from '../../errors.js';
-import { parseFilename, type FeedRegistry } from '../../feeds/registry.js';
-import type { DocumentValidator } from '../../feeds/validate.js';
+import { parseFilename, type FeedInfo, type FeedRegistry } from '../../feeds/registry.js';
+import type { DocumentValidator, ValidDocument } from '../../feeds/validate.js';
 import type { Logger } from '../../log.js';
+import { sha256Hex } from '../../sha256.js';
 import { objectKey, type Store } from '../../store/store.js';
 import type { CarryPolicy } from './carry.js';
 import type { Claim } from '../drop-folder/inbox.js';
 import { decideAgainst } from './decide.js';
-import { createManifestWriter } from '../background/manifest-sync.js';
+import { createManifestWriter, type ManifestWriter } from '../background/manifest-sync.js';
 import { parkRejectedClaim, rejectionId, writeRejection, type RejectionRecord } from '../rejections/rejected.js';
 import { readSettled, SettledRejection } from '../drop-folder/settle.js';
 import type { SupersededRecord } from '../rejections/superseded-log.js';
-
-export type DropOutcome = CommitOutcome | 'rejected';
+import { createByteBudget, withinBudget } from './byte-budget.js';
+import { createLaps, type Laps } from './laps.js';
+import { ifExists } from '../../missing.js';
 
 export interface DropResult {
   readonly outcome: DropOutcome;
@@ -78,197 +79,182 @@ export interface Publisher {
 }
 
 export function createPublisher(deps: PublisherDeps): Publisher {
-  const now = deps.now ?? (() => new Date());
-  const manifest = createManifestWriter({
-    catalog: deps.catalog,
-    store: deps.store,
-    log: deps.log,
-    syncIoMaxBytes: deps.config.ingest.syncIoMaxBytes,
-  });
-  // Drops are read and validated within a byte budget of one maximal document, so memory stays
-  // bounded whatever the concurrency: small drops run side by side, large ones one at a time. (The
-  // one-pass check costs little beyond the bytes themselves; JSON.parse + ajv, still used for a
-  // schema it does not support, about 4.7 times a drop's size: four 45 MB drops at once took a
-  // process to 893 MB RSS before this budget.)
-  // The budget is taken once the claim is open and its size known (its fstat), before reading it,
-  // and held until the drop is settled.
+  const ctx: PublishContext = {
+    deps,
+    now: deps.now ?? (() => new Date()),
+    manifest: createManifestWriter({
+      catalog: deps.catalog,
+      store: deps.store,
+      log: deps.log,
+      syncIoMaxBytes: deps.config.ingest.syncIoMaxBytes,
+    }),
+  };
+  // One maximal document's worth of bytes read and validated at a time (byte-budget.ts).
   const budget = createByteBudget(Math.max(deps.config.limits.maxFileBytes, 8 * 1024 * 1024));
-  const publish = async (claim: Claim, receivedAt: Date): Promise<DropResult> => {
-    let held = 0;
-    const hold = async (size: number) => {
-      if (size === held) return;
-      // Re-read at another size (a drop written in place): give back, then wait for the new size.
-      budget.release(held);
-      held = 0;
-      await budget.acquire(size);
-      held = size;
-    };
-    try {
-      return await publishWithin(claim, receivedAt, hold);
-    } finally {
-      budget.release(held);
+  const publish = (claim: Claim, receivedAt: Date): Promise<DropResult> => withinBudget(budget, (hold) => publishWithin(ctx, claim, receivedAt, hold));
+  return Object.assign(publish, { flush: () => ctx.manifest.flush(), close: () => ctx.manifest.close() });
+}
+
+interface PublishContext {
+  readonly deps: PublisherDeps;
+  readonly now: () => Date;
+  readonly manifest: ManifestWriter;
+}
+
+/** One drop, from its claim to its outcome; `hold` takes its bytes' share of the budget. */
+async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date, hold: (size: number) => Promise<void>): Promise<DropResult> {
+  const t0 = performance.now();
+  const laps = createLaps();
+  try {
+    const drop = await readDrop(ctx, claim, receivedAt, hold, laps, t0);
+    const settled: Settled = drop.early
+      ? { outcome: drop.early, current: drop.current, winner: drop.early === 'superseded' ? drop.current!.generatedAt : undefined, carriedTo: undefined }
+      : await commitDrop(ctx, claim, drop, laps);
+    const { outcome, current, winner, carriedTo } = settled;
+    if (outcome === 'unchanged') {
+      // Maybe committed by an attempt that died before the manifest: the claim goes after a check.
+      ctx.manifest.check(claim.path);
+    } else if (outcome === 'superseded') {
+      await ifExists(unlink(claim.path));
+      const record = { filename: claim.name, generated_at: drop.doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
+      await ctx.deps.recordSuperseded?.(record).catch((e: unknown) => ctx.deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
     }
-  };
-  const publishWithin = async (claim: Claim, receivedAt: Date, hold: (size: number) => Promise<void>): Promise<DropResult> => {
-    const t0 = performance.now();
-    const timings: Record<string, number> = {};
-    const lap = (name: string, since: number) => {
-      const t = performance.now();
-      timings[name] = Math.round((t - since) * 100) / 100;
-      return t;
+    laps.set('total', t0, performance.now());
+    return {
+      outcome,
+      filename: claim.name,
+      sha256: drop.sha256,
+      generatedAt: drop.doc.generatedAt,
+      ...(winner !== undefined ? { publishedGeneratedAt: winner } : {}),
+      ...(current ? { current: { sha256: current.sha256, generatedAt: current.generatedAt } } : {}),
+      timings: laps.timings,
+      ...(carriedTo !== undefined ? { carriedTo } : {}),
     };
-    try {
-      const feed = parseFilename(deps.registry, claim.name);
-      if (!feed) throw new RejectionError('unknown_filename', `"${claim.name}" is not a feed filename of the registry`);
-      const bookmaker = deps.registry.bookmakers.get(feed.bookmaker)!;
-      // The published entry, read while the drop is read and validated. Only the fast path's
-      // decision (unchanged, superseded) uses it; the commit's script decides newest-wins again.
-      const currentP = deps.catalog.get(feed.filename);
-      currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
-      let readAt = t0;
-      let received: Buffer = Buffer.alloc(0);
-      const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
-        readAt = performance.now();
-        received = raw;
-        return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: now() });
-      });
-      timings.read = Math.round((readAt - t0) * 100) / 100;
-      const sha256 = sha256Of(doc.bytes);
-      const sourceSha256 = doc.stamped ? sha256Of(received) : undefined;
-      let t = lap('validate', readAt);
+  } catch (err) {
+    if (!(err instanceof RejectionError)) throw err;
+    return rejectDrop(ctx, claim, receivedAt, err, laps, t0);
+  }
+}
 
-      let current = await currentP;
-      let outcome: CommitOutcome;
-      let carriedTo: number | undefined;
-      // Superseded: the generated_at that won (the published entry's).
-      let winner: string | undefined;
-      const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
-      if (early) {
-        outcome = early;
-        if (early === 'superseded') winner = current!.generatedAt;
-      } else {
-        const entry: CatalogEntry = {
-          filename: feed.filename,
-          bookmaker: feed.bookmaker,
-          kind: feed.kind,
-          sport: feed.sport,
-          object: objectKey(feed.filename, sha256),
-          sha256,
-          ...(sourceSha256 !== undefined ? { sourceSha256 } : {}),
-          size: doc.bytes.length,
-          generatedAt: doc.generatedAt,
-          generatedAtMs: doc.generatedAtMs,
-          publishedAt: now().toISOString(),
-        };
-        // The store write starts first (a filesystem store's write to the page cache happens in
-        // this call, only its fsyncs are awaited), then the bytes are carried while it runs, on the
-        // connection the commit follows on, so readers have them before the announcement (carried.ts).
-        const put = deps.store.put(entry.object, doc.bytes, 'application/json');
-        put.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
-        const carry = deps.carry;
-        const carried = carry?.take(doc.bytes.length)
-          ? deps.catalog.carry(sha256, doc.bytes).then(
-              (n) => {
-                carry.delivered(n);
-                return n;
-              },
-              () => undefined, // only an optimisation: the readers read the store instead
-            )
-          : undefined;
-        await put;
-        t = lap('store', t);
-        const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
-        lap('commit', t);
-        carriedTo = await carried;
-        outcome = result.outcome;
-        if (outcome === 'superseded') winner = result.current.generatedAt;
-        current = result.current;
-        if (outcome === 'published') {
-          if (deps.onPublished) {
-            try {
-              deps.onPublished(entry, result.seq, doc.bytes);
-            } catch (err) {
-              deps.log.warn({ err: { message: (err as Error)?.message }, filename: feed.filename }, 'the onPublished hook failed; ignored');
-            }
-          }
-          // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
-          manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry, result.history);
-        }
+interface ReadDrop {
+  readonly feed: FeedInfo;
+  readonly doc: ValidDocument;
+  readonly sha256: string;
+  /** The bytes as dropped, when the document was stamped (its generated_at added). */
+  readonly sourceSha256: string | undefined;
+  /** The published entry under the filename. */
+  readonly current: CatalogEntry | undefined;
+  /** The outcome already decided against it (unchanged, superseded), or none: commit. */
+  readonly early: CommitOutcome | undefined;
+  /** When validation ended (the store lap starts there). */
+  readonly validatedAt: number;
+}
+
+/** Reads and validates the drop, and decides what it can against the published entry. */
+async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hold: (size: number) => Promise<void>, laps: Laps, t0: number): Promise<ReadDrop> {
+  const { deps } = ctx;
+  const feed = parseFilename(deps.registry, claim.name);
+  if (!feed) throw new RejectionError('unknown_filename', `"${claim.name}" is not a feed filename of the registry`);
+  const bookmaker = deps.registry.bookmakers.get(feed.bookmaker)!;
+  // The published entry, read while the drop is read and validated. Only the fast path's
+  // decision (unchanged, superseded) uses it; the commit's script decides newest-wins again.
+  const currentP = deps.catalog.get(feed.filename);
+  currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
+  let readAt = t0;
+  let received: Buffer = Buffer.alloc(0);
+  const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
+    readAt = performance.now();
+    received = raw;
+    return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
+  });
+  laps.set('read', t0, readAt);
+  const sha256 = sha256Hex(doc.bytes);
+  const sourceSha256 = doc.stamped ? sha256Hex(received) : undefined;
+  const validatedAt = laps.lap('validate', readAt);
+  const current = await currentP;
+  const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
+  return { feed, doc, sha256, sourceSha256, current, early, validatedAt };
+}
+
+interface Settled {
+  readonly outcome: CommitOutcome;
+  /** The version published under the filename once settled. */
+  readonly current: CatalogEntry | undefined;
+  /** Superseded: the generated_at that won (the published entry's). */
+  readonly winner: string | undefined;
+  readonly carriedTo: number | undefined;
+}
+
+/** Writes the version object (carrying its bytes meanwhile), then commits it to the catalog. */
+async function commitDrop(ctx: PublishContext, claim: Claim, drop: ReadDrop, laps: Laps): Promise<Settled> {
+  const { deps, manifest } = ctx;
+  const { feed, doc, sha256, sourceSha256 } = drop;
+  let t = drop.validatedAt;
+  const entry: CatalogEntry = {
+    filename: feed.filename,
+    bookmaker: feed.bookmaker,
+    kind: feed.kind,
+    sport: feed.sport,
+    object: objectKey(feed.filename, sha256),
+    sha256,
+    ...(sourceSha256 !== undefined ? { sourceSha256 } : {}),
+    size: doc.bytes.length,
+    generatedAt: doc.generatedAt,
+    generatedAtMs: doc.generatedAtMs,
+    publishedAt: ctx.now().toISOString(),
+  };
+  // The store write starts first (a filesystem store's write to the page cache happens in
+  // this call, only its fsyncs are awaited), then the bytes are carried while it runs, on the
+  // connection the commit follows on, so readers have them before the announcement (carried.ts).
+  const put = deps.store.put(entry.object, doc.bytes, 'application/json');
+  put.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
+  const carry = deps.carry;
+  const carried = carry?.take(doc.bytes.length)
+    ? deps.catalog.carry(sha256, doc.bytes).then(
+        (n) => {
+          carry.delivered(n);
+          return n;
+        },
+        () => undefined, // only an optimisation: the readers read the store instead
+      )
+    : undefined;
+  await put;
+  t = laps.lap('store', t);
+  const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
+  laps.lap('commit', t);
+  const carriedTo = await carried;
+  if (result.outcome === 'published') {
+    if (deps.onPublished) {
+      try {
+        deps.onPublished(entry, result.seq, doc.bytes);
+      } catch (err) {
+        deps.log.warn({ err: { message: (err as Error)?.message }, filename: feed.filename }, 'the onPublished hook failed; ignored');
       }
-      if (outcome === 'unchanged') {
-        // Maybe committed by an attempt that died before the manifest: the claim goes after a check.
-        manifest.check(claim.path);
-      } else if (outcome === 'superseded') {
-        await unlink(claim.path).catch(ignoreMissing);
-        const record = { filename: claim.name, generated_at: doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
-        await deps.recordSuperseded?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
-      }
-      timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return {
-        outcome,
-        filename: claim.name,
-        sha256,
-        generatedAt: doc.generatedAt,
-        ...(winner !== undefined ? { publishedGeneratedAt: winner } : {}),
-        ...(current ? { current: { sha256: current.sha256, generatedAt: current.generatedAt } } : {}),
-        timings,
-        ...(carriedTo !== undefined ? { carriedTo } : {}),
-      };
-    } catch (err) {
-      if (!(err instanceof RejectionError)) throw err;
-      const record: RejectionRecord = {
-        id: rejectionId(receivedAt, claim.claimId),
-        filename: claim.name,
-        reason: err.reason,
-        detail: err.detail,
-        received_at: receivedAt.toISOString(),
-      };
-      // Bytes that were read are kept as judged, and the claim is parked, watched for late writes
-      // (late-writes.ts); anything else (too large, not a regular file) is kept as it is.
-      const judged = err instanceof SettledRejection ? err.bytes : undefined;
-      await writeRejection(deps.config.rejectedDir, record, claim.path, judged);
-      if (judged) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
-      else await unlink(claim.path).catch(ignoreMissing);
-      await deps.recordRejection?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the rejection in Redis'));
-      timings.total = Math.round((performance.now() - t0) * 100) / 100;
-      return { outcome: 'rejected', filename: claim.name, reason: err.reason, detail: err.detail, rejectionId: record.id, timings };
     }
+    // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
+    manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry, result.history);
+  }
+  const winner = result.outcome === 'superseded' ? result.current.generatedAt : undefined;
+  return { outcome: result.outcome, current: result.current, winner, carriedTo };
+}
+
+/** A rejected drop: recorded in REJECTED_DIR (and Redis, for `status`), its claim parked or removed. */
+async function rejectDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, err: RejectionError, laps: Laps, t0: number): Promise<DropResult> {
+  const { deps } = ctx;
+  const record: RejectionRecord = {
+    id: rejectionId(receivedAt, claim.claimId),
+    filename: claim.name,
+    reason: err.reason,
+    detail: err.detail,
+    received_at: receivedAt.toISOString(),
   };
-  return Object.assign(publish, { flush: () => manifest.flush(), close: () => manifest.close() });
-}
-
-/** A counting semaphore over bytes, first come first served; a request over the limit counts as the limit. */
-export function createByteBudget(limit: number): { acquire(bytes: number): Promise<void>; release(bytes: number): void; readonly used: number } {
-  let used = 0;
-  const waiting: { bytes: number; go: () => void }[] = [];
-  const clamp = (bytes: number) => Math.min(Math.max(0, bytes), limit);
-  return {
-    get used() {
-      return used;
-    },
-    acquire(bytes) {
-      const n = clamp(bytes);
-      if (waiting.length === 0 && used + n <= limit) {
-        used += n;
-        return Promise.resolve();
-      }
-      return new Promise<void>((go) => waiting.push({ bytes: n, go }));
-    },
-    release(bytes) {
-      used -= clamp(bytes);
-      while (waiting.length > 0 && used + waiting[0]!.bytes <= limit) {
-        const next = waiting.shift()!;
-        used += next.bytes;
-        next.go();
-      }
-    },
-  };
-}
-
-function sha256Of(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-function ignoreMissing(err: NodeJS.ErrnoException): void {
-  if (err.code !== 'ENOENT') throw err;
+  // Bytes that were read are kept as judged, and the claim is parked, watched for late writes
+  // (late-writes.ts); anything else (too large, not a regular file) is kept as it is.
+  const judged = err instanceof SettledRejection ? err.bytes : undefined;
+  await writeRejection(deps.config.rejectedDir, record, claim.path, judged);
+  if (judged) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
+  else await ifExists(unlink(claim.path));
+  await deps.recordRejection?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the rejection in Redis'));
+  laps.set('total', t0, performance.now());
+  return { outcome: 'rejected', filename: claim.name, reason: err.reason, detail: err.detail, rejectionId: record.id, timings: laps.timings };
 }

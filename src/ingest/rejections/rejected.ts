@@ -6,9 +6,10 @@
  * A drop whose bytes were read is kept as those bytes (what the reason is about); its claim is
  * then parked in INBOX_DIR/.rejected-watch/ and watched for late writes (late-writes.ts).
  */
-import { access, copyFile, link, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, link, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RejectionReason } from '../../errors.js';
+import { exists, ifExists } from '../../missing.js';
 
 export interface RejectionRecord {
   readonly id: string;
@@ -33,7 +34,7 @@ export function rejectionId(receivedAt: Date, claimId: string): string {
  */
 export async function writeRejection(rejectedDir: string, record: RejectionRecord, claimPath: string, judged?: Buffer): Promise<void> {
   const final = join(rejectedDir, record.id);
-  const st = await lstat(claimPath).catch(() => undefined);
+  const st = await ifExists(lstat(claimPath));
   if (await exists(join(final, 'reason.json'))) {
     // Done before a crash; a folder may still have to be moved in.
     if (st?.isDirectory()) await moveIn(claimPath, join(final, record.filename), record.id);
@@ -69,9 +70,7 @@ export function watchDir(inboxDir: string): string {
 /** Park a rejected drop's claim (in INBOX_DIR/.processing: the same filesystem) under its rejection's id. */
 export async function parkRejectedClaim(inboxDir: string, claimPath: string, id: string): Promise<void> {
   await mkdir(watchDir(inboxDir), { recursive: true });
-  await rename(claimPath, join(watchDir(inboxDir), id)).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'ENOENT') throw err;
-  });
+  await ifExists(rename(claimPath, join(watchDir(inboxDir), id)));
 }
 
 async function moveIn(from: string, to: string, id: string): Promise<void> {
@@ -90,13 +89,7 @@ async function moveIn(from: string, to: string, id: string): Promise<void> {
 
 /** The ids (folders) of the rejected drops in REJECTED_DIR, oldest first; none when it does not exist. */
 export async function rejectionIds(rejectedDir: string): Promise<string[]> {
-  let names: string[];
-  try {
-    names = await readdir(rejectedDir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+  const names = (await ifExists(readdir(rejectedDir))) ?? [];
   return names.filter((n) => !n.startsWith('.')).sort();
 }
 
@@ -111,16 +104,11 @@ export async function listRejections(rejectedDir: string): Promise<RejectionReco
 
 export async function readRejection(rejectedDir: string, id: string): Promise<RejectionRecord | undefined> {
   if (!/^[A-Za-z0-9_-]+$/.test(id)) return undefined;
+  const text = await ifExists(readFile(join(rejectedDir, id, 'reason.json'), 'utf8'));
+  if (text === undefined) return undefined;
   try {
-    return JSON.parse(await readFile(join(rejectedDir, id, 'reason.json'), 'utf8')) as RejectionRecord;
+    return JSON.parse(text) as RejectionRecord;
   } catch {
-    return undefined;
+    return undefined; // cut short by a crash while it was written
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
 }

@@ -17,7 +17,7 @@ import type { Logger } from '../../log.js';
 import type { Store } from '../../store/store.js';
 import type { CompressedCoding } from './encoding.js';
 import { createVariantMaker } from './variants.js';
-import { makeVersion, supersedes, trustedVersion, type Variant, type Version } from './version.js';
+import { loadVersion, supersedes, trustedVersion, type Variant, type Version } from './version.js';
 import { withTimeout } from '../../timeout.js';
 
 export interface PublishedCache {
@@ -129,7 +129,7 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     const name = entry.filename;
     const attemptKey = `${name}@${entry.sha256}`;
     try {
-      install(makeVersion(entry, seq, await store.get(entry.object)));
+      install(await loadVersion(entry, seq, await store.get(entry.object)));
       failures.delete(attemptKey);
     } catch (err) {
       const attempts = (failures.get(attemptKey) ?? 0) + 1;

@@ -4,7 +4,7 @@
  * If-None-Match (weak comparison, lists and `*`).
  */
 import { promisify } from 'node:util';
-import { brotliCompress, constants, gzip } from 'node:zlib';
+import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync, type BrotliOptions } from 'node:zlib';
 
 export type Coding = 'br' | 'gzip' | 'identity';
 
@@ -66,15 +66,22 @@ export type CompressedCoding = Exclude<Coding, 'identity'>;
  * it; made once per version and coding, on the first request that accepts the coding (variants.ts).
  */
 export function compress(bytes: Buffer, coding: CompressedCoding): Promise<Buffer> {
-  if (coding === 'gzip') return gzipAsync(bytes, { level: 6 });
-  return brotliAsync(bytes, {
-    params: {
-      [constants.BROTLI_PARAM_QUALITY]: 5,
-      [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
-      [constants.BROTLI_PARAM_SIZE_HINT]: bytes.length,
-    },
-  });
+  return coding === 'gzip' ? gzipAsync(bytes, GZIP_OPTIONS) : brotliAsync(bytes, brotliOptions(bytes.length));
 }
+
+/** compress(), at once: for worker threads (src/reader/deltas/build.ts), never a serving loop. */
+export function compressSync(bytes: Buffer, coding: CompressedCoding): Buffer {
+  return coding === 'gzip' ? gzipSync(bytes, GZIP_OPTIONS) : brotliCompressSync(bytes, brotliOptions(bytes.length));
+}
+
+const GZIP_OPTIONS = { level: 6 };
+const brotliOptions = (size: number): BrotliOptions => ({
+  params: {
+    [constants.BROTLI_PARAM_QUALITY]: 5,
+    [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
+    [constants.BROTLI_PARAM_SIZE_HINT]: size,
+  },
+});
 
 /**
  * If-None-Match against the current representation's ETag: true when the client's copy is

@@ -4,58 +4,64 @@
  * DELTA_DEPTH and a patch costs less than the whole answer would (in the coding the client takes),
  * the answer is `226 IM Used` with the patch. Otherwise the usual 200 (or 304).
  *
- * A patch is made once per (base, current) pair, on the first request that asks for it, never
- * when publishing: the base's bytes come from the store (version-bytes.ts), both patches are made,
- * checked by applying them (a patch that does not give the current version back as a JSON value
- * is never offered), compressed, and kept in a cache bounded in bytes.
+ * Nothing of it runs on the serving loop but lookups: patches and digests are built in a worker
+ * pool and kept (facts.ts). A file asked for deltas has the patch from its previous version built
+ * as soon as the reader holds the new one, so a client one version behind is answered from what is
+ * kept. Older bases are built on the first request, which waits at most `maxWaitMs` for it: then
+ * the whole file (the build goes on, and its outcome is kept for the next). Files larger than
+ * `maxBytes` are never diffed: their answers are the usual ones.
  *
- * Answers to requests with A-IM carry CANONICAL_DIGEST: the SHA-256 of the current version's
- * canonical JSON (RFC 8785), for the client to check what it rebuilt.
+ * Answers to requests with A-IM carry CANONICAL_DIGEST when it is known within that wait: the
+ * SHA-256 of the current version's canonical JSON (RFC 8785), for the client to check what it
+ * rebuilt.
  */
-import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import canonicalize from 'canonicalize';
-import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
 import { createRecentVersions } from '../../catalog/recent-versions.js';
 import type { Logger } from '../../log.js';
+import { workerScript } from '../../paths.js';
 import { redisKeys } from '../../redis/key-names.js';
 import type { Store } from '../../store/store.js';
 import { withTimeout } from '../../timeout.js';
 import type { Answer } from '../data/answer.js';
 import type { PublishedCache } from '../data/cache.js';
 import { CACHE_CONTROL, dataAnswer, GENERATED_AT } from '../data/data-route.js';
-import { compress, parseAcceptEncoding } from '../data/encoding.js';
-import type { Json } from './merge-patch.js';
-import { makePatches, type Im } from './patches.js';
-import { createVersionBytes, type VersionBytes } from '../data/version-bytes.js';
+import { parseAcceptEncoding } from '../data/encoding.js';
+import { createVersionBytes } from '../data/version-bytes.js';
 import type { Variant, Version } from '../data/version.js';
+import type { Patches } from './build.js';
+import { createDeltaFacts, type DeltaFacts } from './facts.js';
+import type { Im } from './patches.js';
+import { createPool, type Pool } from './pool.js';
 
 /** How many versions back a base may be (the catalog keeps ingest.keep_versions of them). */
 export const DELTA_DEPTH = 8;
 /** The response header with the SHA-256 (hex) of the current version's canonical JSON (RFC 8785). */
 export const CANONICAL_DIGEST = 'json-canonical-sha256';
 export const DELTA_VARY = 'Accept-Encoding, A-IM, If-None-Match';
+/** A file asked for deltas within this long has the patch from its previous version built as each version arrives. */
+const INTEREST_MS = 10 * 60_000;
 
 export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
-type Encoded = Partial<Record<'identity' | 'gzip' | 'br', Buffer>>;
-type Pair = Partial<Record<Im, Encoded>>;
-const GONE: Pair = {};
 
 export interface Deltas {
   /** The answer to a GET of `variant` of `version` that carries A-IM. */
   answer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Promise<Answer>;
+  close(): Promise<void>;
 }
 
 export interface DeltaDeps {
   readonly published: Pick<PublishedCache, 'onInstall'>;
-  readonly bytes: VersionBytes;
+  readonly facts: DeltaFacts;
   /** The sha256s of a file's newest versions, newest first (src/catalog/recent-versions.ts). */
   readonly shas: (filename: string, n: number) => Promise<string[]>;
   readonly log: Logger;
-  /** Bytes of patches kept (default 16 MiB). */
-  readonly maxBytes?: number;
+  /** Files larger than this get no deltas. */
+  readonly maxBytes: number;
+  /** Longest wait of a request for a build. */
+  readonly maxWaitMs: number;
+  readonly close?: () => Promise<void>;
 }
 
 /** The instance-manipulations the client takes (q > 0), from A-IM; anything else is ignored. */
@@ -81,25 +87,37 @@ export function baseOf(ifNoneMatch: string, current: string): string | undefined
   return undefined;
 }
 
-const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex');
+/** `p` if it settles within `ms`, else undefined (it goes on; its outcome is kept by whoever made it). */
+async function within<T>(p: T | Promise<T>, ms: number): Promise<T | undefined> {
+  if (!(p instanceof Promise)) return p;
+  try {
+    return await withTimeout(p, ms, 'a delta build');
+  } catch {
+    return undefined;
+  }
+}
 
 export function createDeltas(deps: DeltaDeps): Deltas {
-  const { bytes, log } = deps;
-  const digests = new WeakMap<Version, string>();
+  const { facts, log, maxBytes, maxWaitMs } = deps;
   const recent = new Map<string, Promise<string[]>>();
-  deps.published.onInstall((v) => recent.delete(v.entry.filename));
+  /** Per filename, the version held before the current one (its bytes are the base of the common delta). */
+  const previous = new Map<string, Version>();
+  const current = new Map<string, Version>();
+  const asked = new Map<string, number>();
 
-  const canonicalOf = (version: Version, doc?: unknown): string => {
-    const c = canonicalize(doc ?? JSON.parse(version.identity.body.toString('utf8')))!;
-    if (!digests.has(version)) digests.set(version, sha256Hex(c));
-    return c;
-  };
-  const digestOf = (version: Version): string => {
-    const d = digests.get(version);
-    if (d !== undefined) return d;
-    canonicalOf(version);
-    return digests.get(version)!;
-  };
+  deps.published.onInstall((v) => {
+    const name = v.entry.filename;
+    recent.delete(name);
+    const prev = current.get(name);
+    current.set(name, v);
+    if (prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
+      previous.delete(name);
+      return;
+    }
+    previous.set(name, prev);
+    // A file clients take deltas of: build the patch from the previous version now, off the loop.
+    if (Date.now() - (asked.get(name) ?? -Infinity) < INTEREST_MS) void facts.pair(v, prev.entry.sha256, prev);
+  });
 
   /** The newest versions of a file, cached until the reader installs another (only when the list starts with the held one). */
   const shasOf = (version: Version): Promise<string[]> => {
@@ -117,62 +135,64 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     return p;
   };
 
-  const encode = async (patch: unknown): Promise<Encoded> => {
-    const identity = Buffer.from(JSON.stringify(patch));
-    const [gzip, br] = await Promise.all([compress(identity, 'gzip'), compress(identity, 'br')]);
-    return { identity, gzip, br };
+  /** The patches from `base` (32 hex digits) to `version`; undefined: none to offer now. */
+  const patchesFrom = async (version: Version, base: string): Promise<{ patches: Patches; baseSha: string } | undefined> => {
+    const prev = previous.get(version.entry.filename);
+    let baseSha: string | undefined;
+    let held: Version | undefined;
+    if (prev !== undefined && prev.entry.sha256.startsWith(base) && current.get(version.entry.filename) === version) {
+      baseSha = prev.entry.sha256;
+      held = prev;
+    } else {
+      const list = await withTimeout(shasOf(version), maxWaitMs, 'reading recent versions');
+      baseSha = list.slice(1).find((s) => s.startsWith(base));
+    }
+    if (baseSha === undefined) return undefined;
+    const patches = await within(facts.pair(version, baseSha, held), maxWaitMs);
+    return patches === undefined ? undefined : { patches, baseSha };
   };
 
-  const build = async (version: Version, baseSha: string): Promise<Pair> => {
-    const baseBytes = await bytes.get(version.entry.filename, baseSha);
-    if (baseBytes === undefined) return GONE;
-    const from = JSON.parse(baseBytes.toString('utf8')) as Json;
-    const to = JSON.parse(version.identity.body.toString('utf8')) as Json;
-    const target = canonicalOf(version, to);
-    const pair: Pair = {};
-    for (const [im, patch] of Object.entries(makePatches(from, to, target)) as [Im, unknown][]) pair[im] = await encode(patch);
-    return pair;
-  };
-
-  const pairs = new LRUCache<string, Pair, { version: Version; baseSha: string }>({
-    maxSize: deps.maxBytes ?? 16 * 1024 * 1024,
-    sizeCalculation: (p) => 64 + Object.values(p).reduce((n, e) => n + Object.values(e).reduce((m, b) => m + b.length, 0), 0),
-    fetchMethod: (_key, _stale, { context }) => build(context.version, context.baseSha),
-  });
-
-  const withDigest = (a: Answer, version: Version): Answer => {
-    if (a.status === 200) a.headers.push(CANONICAL_DIGEST, digestOf(version));
+  /** `a` with the digest, when it is known or becomes known within the wait. */
+  const withDigest = async (a: Answer, version: Version): Promise<Answer> => {
+    if (a.status !== 200) return a;
+    let d = facts.digestNow(version);
+    if (d === undefined)
+      d = await within(
+        facts.digest(version).catch(() => undefined),
+        maxWaitMs,
+      );
+    if (typeof d === 'string') a.headers.push(CANONICAL_DIGEST, d);
     return a;
   };
 
   return {
+    close: deps.close ?? (() => Promise.resolve()),
     async answer(version, variant, headers) {
       const plain = dataAnswer(version, variant, headers);
+      if (plain.status !== 200 || version.identity.body.length > maxBytes) return plain;
       const aim = headers['a-im'];
       const ims = parseAIm(typeof aim === 'string' ? aim : undefined);
+      if (ims.size > 0) asked.set(version.entry.filename, Date.now());
       const inm = headers['if-none-match'];
-      const current = version.entry.sha256.slice(0, 32);
-      const base = plain.status === 200 && ims.size > 0 && inm !== undefined ? baseOf(inm, current) : undefined;
+      const base = ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
       if (base === undefined) return withDigest(plain, version);
-      let pair: Pair | undefined;
+      let found: Awaited<ReturnType<typeof patchesFrom>>;
       try {
-        const list = await withTimeout(shasOf(version), 1000, 'reading recent versions');
-        const baseSha = list.slice(1).find((s) => s.startsWith(base));
-        if (baseSha === undefined) return withDigest(plain, version);
-        const key = `${version.entry.filename}/${baseSha}/${version.entry.sha256}`;
-        pair = await pairs.fetch(key, { context: { version, baseSha } });
+        found = await patchesFrom(version, base);
       } catch (err) {
-        log.warn({ err, filename: version.entry.filename }, 'cannot make a delta; answering with the whole file');
+        log.warn({ err: { message: (err as Error).message }, filename: version.entry.filename }, 'cannot make a delta; answering with the whole file');
         return withDigest(plain, version);
       }
+      const digest = facts.digestNow(version);
+      if (found === undefined || typeof digest !== 'string') return withDigest(plain, version);
       const accept = parseAcceptEncoding(headers['accept-encoding']);
       let best: { im: Im; coding: 'identity' | 'gzip' | 'br'; body: Buffer } | undefined;
       for (const im of ims) {
-        const enc = pair?.[im];
+        const enc = found.patches[im];
         if (enc === undefined) continue;
         for (const coding of ['identity', 'gzip', 'br'] as const) {
           const body = enc[coding];
-          if (body === undefined || (coding !== 'identity' && !accept[coding])) continue;
+          if (coding !== 'identity' && !accept[coding]) continue;
           if (best === undefined || body.length < best.body.length) best = { im, coding, body };
         }
       }
@@ -196,20 +216,44 @@ export function createDeltas(deps: DeltaDeps): Deltas {
         MEDIA[best.im],
       ];
       if (best.coding !== 'identity') out.push('content-encoding', best.coding);
-      out.push(CANONICAL_DIGEST, digestOf(version));
+      out.push(CANONICAL_DIGEST, digest);
       return { status: 226, headers: out, body: best.body };
     },
   };
 }
 
-/** The deltas of a reader: older versions from `store`, the recent versions listed in Redis. */
+/** How the deltas of a reader are bounded (config `deltas`). */
+export interface DeltaLimits {
+  readonly maxBytes: number;
+  readonly maxWaitMs: number;
+  readonly threads: number;
+}
+
+/** The deltas of a reader: older versions from `store`, the recent versions listed in Redis, builds in a pool of threads. */
 export function createReaderDeltas(deps: {
   store: Pick<Store, 'get'>;
   redis: Pick<Redis, 'lrange'>;
   prefix: string;
   published: Pick<PublishedCache, 'onInstall'>;
   log: Logger;
+  limits: DeltaLimits;
 }): Deltas {
+  const { limits } = deps;
   const recent = createRecentVersions(deps.redis, redisKeys(deps.prefix));
-  return createDeltas({ published: deps.published, bytes: createVersionBytes({ store: deps.store }), shas: (f, n) => recent.shas(f, n), log: deps.log });
+  const pool: Pool = createPool({
+    script: workerScript(import.meta.url, './build-worker.js'),
+    threads: limits.threads,
+    maxQueued: 4 * limits.threads,
+    taskTimeoutMs: 30_000,
+  });
+  const facts = createDeltaFacts({ pool, bytes: createVersionBytes({ store: deps.store }), maxBytes: limits.maxBytes, log: deps.log });
+  return createDeltas({
+    published: deps.published,
+    facts,
+    shas: (f, n) => recent.shas(f, n),
+    log: deps.log,
+    maxBytes: limits.maxBytes,
+    maxWaitMs: limits.maxWaitMs,
+    close: () => pool.close(),
+  });
 }

@@ -1,0 +1,32 @@
+/**
+ * The worker thread of the deltas pool (pool.ts): takes `{ to, from? }` (the bytes of two
+ * versions), answers buildFacts() with its buffers transferred, or the error's message.
+ */
+import { parentPort } from 'node:worker_threads';
+import { buildFacts, type Patches } from './build.js';
+
+interface Request {
+  readonly to: Uint8Array;
+  readonly from?: Uint8Array;
+}
+
+const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+
+parentPort!.on('message', (req: Request) => {
+  try {
+    const built = buildFacts(asBuffer(req.to), req.from && asBuffer(req.from));
+    const transfer: ArrayBuffer[] = [];
+    const patches: Record<string, Record<string, Uint8Array>> = {};
+    for (const [im, enc] of Object.entries(built.patches as Patches)) {
+      patches[im] = {};
+      for (const [coding, b] of Object.entries(enc)) {
+        const own = new Uint8Array(b); // its own ArrayBuffer (zlib's may be shared), to transfer
+        patches[im][coding] = own;
+        transfer.push(own.buffer);
+      }
+    }
+    parentPort!.postMessage({ ok: true, value: { digest: built.digest, patches } }, transfer);
+  } catch (err) {
+    parentPort!.postMessage({ ok: false, error: (err as Error).message });
+  }
+});

@@ -1,0 +1,131 @@
+/**
+ * The delta facts of held versions, built in the worker pool (pool.ts, build-worker.ts) and kept:
+ * each version's canonical digest (with the version, for its life), and the patches of each
+ * (base, version) pair asked for, in a cache bounded in bytes. Every outcome is kept, "no patch"
+ * included (the base is gone, too big, the build failed or timed out), so a pair is built at most
+ * once while it is cached. Builds are deduplicated, at most `perFile` at once per filename, and
+ * the pool bounds them per reader: past either bound a pair is refused (`undefined`) and the
+ * request is answered with the whole file, nothing kept.
+ */
+import { LRUCache } from 'lru-cache';
+import type { Logger } from '../../log.js';
+import type { VersionBytes } from '../data/version-bytes.js';
+import type { Version } from '../data/version.js';
+import type { Encoded, Patches } from './build.js';
+import { PoolBusy, type Pool } from './pool.js';
+
+export interface DeltaFacts {
+  /** The digest if known: a string, null (the version has no canonical form), undefined (not built yet). */
+  digestNow(version: Version): string | null | undefined;
+  /** The digest, built if needed. Rejects when the pool refuses or fails. */
+  digest(version: Version): Promise<string | null>;
+  /**
+   * The patches from version `baseSha` of the file (`base`: that version, when held in memory) to
+   * `version`: at once when kept, a promise while built, undefined when refused (too many builds).
+   * No patch: an empty object.
+   */
+  pair(version: Version, baseSha: string, base?: Version): Patches | Promise<Patches> | undefined;
+}
+
+export interface DeltaFactsDeps {
+  readonly pool: Pick<Pool, 'run'>;
+  readonly bytes: VersionBytes;
+  /** Bases larger than this are never diffed. */
+  readonly maxBytes: number;
+  readonly log: Logger;
+  /** Bytes of patches kept (default 32 MiB). */
+  readonly cacheBytes?: number;
+  /** Pair builds at once per filename (default 2). */
+  readonly perFile?: number;
+}
+
+interface Reply {
+  readonly digest: string | null;
+  readonly patches: Record<string, Record<string, Uint8Array>>;
+}
+
+const NO_PATCH: Patches = Object.freeze({});
+const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+const sizeOf = (p: Patches) => 64 + Object.values(p).reduce((n, e: Encoded) => n + e.identity.length + e.gzip.length + e.br.length, 0);
+
+export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
+  const { pool, log } = deps;
+  const perFile = deps.perFile ?? 2;
+  const digests = new WeakMap<Version, string | null>();
+  const digesting = new WeakMap<Version, Promise<string | null>>();
+  const pairs = new LRUCache<string, Patches>({ maxSize: deps.cacheBytes ?? 32 * 1024 * 1024, sizeCalculation: sizeOf });
+  const building = new Map<string, Promise<Patches>>();
+  const buildsOf = new Map<string, number>();
+
+  /** One task: the bytes are copied into buffers of their own and moved to the thread. */
+  const run = (to: Buffer, from?: Buffer): Promise<Reply> => {
+    const t = new Uint8Array(to);
+    const f = from && new Uint8Array(from);
+    return pool.run<Reply>({ to: t, from: f }, f ? [t.buffer, f.buffer] : [t.buffer]);
+  };
+
+  const build = async (version: Version, baseSha: string, base: Version | undefined): Promise<Patches> => {
+    const name = version.entry.filename;
+    const from = base?.identity.body ?? (await deps.bytes.get(name, baseSha));
+    if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
+    const reply = await run(version.identity.body, from);
+    digests.set(version, reply.digest);
+    const patches: Record<string, Encoded> = {};
+    for (const [im, enc] of Object.entries(reply.patches)) {
+      patches[im] = { identity: asBuffer(enc.identity!), gzip: asBuffer(enc.gzip!), br: asBuffer(enc.br!) };
+    }
+    return patches as Patches;
+  };
+
+  return {
+    digestNow: (version) => digests.get(version),
+    digest(version) {
+      const known = digests.get(version);
+      if (known !== undefined) return Promise.resolve(known);
+      let p = digesting.get(version);
+      if (p === undefined) {
+        p = run(version.identity.body).then((r) => {
+          digests.set(version, r.digest);
+          return r.digest;
+        });
+        digesting.set(version, p);
+        void p.catch(() => digesting.delete(version));
+      }
+      return p;
+    },
+    pair(version, baseSha, base) {
+      const name = version.entry.filename;
+      const key = `${name}/${baseSha}/${version.entry.sha256}`;
+      const kept = pairs.get(key);
+      if (kept !== undefined) return kept;
+      const inFlight = building.get(key);
+      if (inFlight !== undefined) return inFlight;
+      const n = buildsOf.get(name) ?? 0;
+      if (n >= perFile) return undefined;
+      buildsOf.set(name, n + 1);
+      const p = build(version, baseSha, base)
+        .then(
+          (patches) => {
+            pairs.set(key, patches);
+            return patches;
+          },
+          (err: unknown) => {
+            if (err instanceof PoolBusy) return undefined;
+            log.warn({ err: { message: (err as Error).message }, filename: name }, 'cannot build a delta; answering with the whole file');
+            pairs.set(key, NO_PATCH);
+            return NO_PATCH;
+          },
+        )
+        .finally(() => {
+          building.delete(key);
+          const left = (buildsOf.get(name) ?? 1) - 1;
+          if (left > 0) buildsOf.set(name, left);
+          else buildsOf.delete(name);
+        });
+      // Refused by the pool: nothing kept, and the request gets the whole file.
+      const settled = p.then((r) => r ?? NO_PATCH);
+      building.set(key, settled);
+      return settled;
+    },
+  };
+}

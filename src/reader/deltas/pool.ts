@@ -1,0 +1,140 @@
+/**
+ * A small pool of worker threads for CPU work that must not run on a reader's serving loop
+ * (building patches, hashing canonical JSON). Bounded: at most `threads` threads, each doing one
+ * task at a time, and at most `maxQueued` tasks waiting; past that `run` refuses at once
+ * (PoolBusy), so a burst of work is dropped rather than piled up. A task that runs longer than
+ * `taskTimeoutMs`, or a thread that dies (out of memory included), fails that task and the thread
+ * is replaced. Threads start on demand and end after `idleMs` without work, so an idle reader
+ * keeps no thread and none of a thread's memory.
+ */
+import { Worker } from 'node:worker_threads';
+
+export class PoolBusy extends Error {
+  constructor() {
+    super('the worker pool is busy');
+  }
+}
+
+export interface PoolOptions {
+  readonly script: URL;
+  readonly threads: number;
+  readonly maxQueued: number;
+  readonly taskTimeoutMs: number;
+  readonly idleMs?: number;
+  /** Heap of each thread, MB (a task that needs more fails, its thread is replaced). */
+  readonly maxHeapMb?: number;
+}
+
+export interface Pool {
+  /** Run one task: `message` is posted to a thread with `transfer`; resolves with its reply. */
+  run<T>(message: unknown, transfer?: readonly ArrayBuffer[]): Promise<T>;
+  /** Tasks running or waiting. */
+  readonly pending: number;
+  close(): Promise<void>;
+}
+
+interface Task {
+  readonly message: unknown;
+  readonly transfer: readonly ArrayBuffer[];
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+interface Thread {
+  readonly worker: Worker;
+  task: Task | undefined;
+  timer: NodeJS.Timeout | undefined;
+  /** Fail its task and end it (a new thread takes the queue). */
+  fail(err: Error): void;
+}
+
+export function createPool(opts: PoolOptions): Pool {
+  const idleMs = opts.idleMs ?? 10_000;
+  const threads = new Set<Thread>();
+  const queue: Task[] = [];
+  let closed = false;
+
+  const spawn = (): Thread => {
+    const worker = new Worker(opts.script, { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMb ?? 512 } });
+    worker.unref();
+    const fail = (err: Error) => {
+      threads.delete(t);
+      if (t.timer) clearTimeout(t.timer);
+      const task = t.task;
+      t.task = undefined;
+      task?.reject(err);
+      void worker.terminate();
+      next();
+    };
+    const t: Thread = { worker, task: undefined, timer: undefined, fail };
+    worker.on('message', (reply: { ok: true; value: unknown } | { ok: false; error: string }) => {
+      const task = t.task;
+      t.task = undefined;
+      if (t.timer) clearTimeout(t.timer);
+      if (reply.ok) task?.resolve(reply.value);
+      else task?.reject(new Error(reply.error));
+      give(t);
+    });
+    worker.on('error', fail);
+    worker.on('exit', (code) => {
+      if (threads.has(t)) fail(new Error(`worker thread exited (${code})`));
+    });
+    threads.add(t);
+    return t;
+  };
+
+  /** Hand the next task to `t`, or let it end after idleMs. */
+  const give = (t: Thread) => {
+    const task = queue.shift();
+    if (task === undefined) {
+      t.timer = setTimeout(() => {
+        threads.delete(t);
+        void t.worker.terminate();
+      }, idleMs);
+      t.timer.unref();
+      return;
+    }
+    t.task = task;
+    t.timer = setTimeout(() => t.fail(new Error(`a worker task ran longer than ${opts.taskTimeoutMs} ms`)), opts.taskTimeoutMs);
+    t.timer.unref();
+    t.worker.postMessage(task.message, task.transfer as ArrayBuffer[]);
+  };
+
+  const next = () => {
+    if (closed || queue.length === 0) return;
+    for (const t of threads) {
+      if (t.task === undefined) {
+        if (t.timer) clearTimeout(t.timer);
+        give(t);
+        if (queue.length === 0) return;
+      }
+    }
+    while (queue.length > 0 && threads.size < opts.threads) give(spawn());
+  };
+
+  return {
+    run<T>(message: unknown, transfer: readonly ArrayBuffer[] = []): Promise<T> {
+      if (closed) return Promise.reject(new Error('the worker pool is closed'));
+      const busy = [...threads].filter((t) => t.task !== undefined).length;
+      if (busy >= opts.threads && queue.length >= opts.maxQueued) return Promise.reject(new PoolBusy());
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ message, transfer, resolve: resolve as (v: unknown) => void, reject });
+        next();
+      });
+    },
+    get pending() {
+      return queue.length + [...threads].filter((t) => t.task !== undefined).length;
+    },
+    async close() {
+      closed = true;
+      for (const task of queue.splice(0)) task.reject(new Error('the worker pool is closed'));
+      const all = [...threads];
+      threads.clear();
+      for (const t of all) {
+        if (t.timer) clearTimeout(t.timer);
+        t.task?.reject(new Error('the worker pool is closed'));
+      }
+      await Promise.all(all.map((t) => t.worker.terminate()));
+    },
+  };
+}
