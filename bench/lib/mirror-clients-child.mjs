@@ -14,7 +14,13 @@ let ready = 0;
 const isReady = () => ++ready === n && process.stdout.write('ready\n');
 
 async function stream() {
-  const client = createClient({ url, key, onNotice: () => counting && out.errors++ });
+  const client = createClient({
+    url,
+    key,
+    onNotice: () => {
+      if (counting) out.errors++;
+    },
+  });
   clients.push(client);
   let was = false;
   for await (const c of client.changes()) {
@@ -42,8 +48,9 @@ async function poll() {
         const res = await fetch(`${url}/v1/data/${name}`, { headers: h });
         await res.arrayBuffer();
         if (counting) out.requests++;
-        if (res.status === 304) counting && out.notModified++;
-        else if (res.ok) {
+        if (res.status === 304) {
+          if (counting) out.notModified++;
+        } else if (res.ok) {
           etags.set(name, res.headers.get('etag'));
           if (counting) out.updates++;
         } else if (counting) out.errors++;
