@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * The suite by kind, as vitest projects (`vitest run --project <name>`):
- * - unit: no Redis, no child processes of the service;
+ * - unit: no Redis, no service processes (a few tests run Node itself);
  * - redis: in-process code against the real Redis (and s3rver, real folders);
  * - e2e: the built `oddsfiles` command run as child processes (build first);
  * - faults: the long fault-injection scenarios at full strength, one file at a time (they measure
