@@ -200,19 +200,29 @@ describe('the change feed end to end', () => {
   });
 
   it('resumes with Last-Event-ID: every change missed, in order, none twice, also from another reader process', async () => {
-    // The key's earlier streams closed: its plan's 3 count on every reader together.
+    // The key's earlier streams closed: its plan's 3 count on every reader together, and are
+    // free again once the reader has seen them close (429 until then).
     for (const c of opened.splice(0)) c.close();
-    await sleep(300);
     const log = (await (await get('/v1/changes?since=0&limit=1000', keys.pro!)).json()) as { changes: Change[] };
     const from = log.changes[0]!.position;
-    const resumed = await stream(keys.pro!, { 'last-event-id': String(from) });
+    const resumed = await waitFor(
+      async () => {
+        const c = await stream(keys.pro!, { 'last-event-id': String(from) });
+        if (c.status === 200) return c;
+        c.close();
+        return undefined;
+      },
+      20_000,
+      "the key's stream slots free again",
+      200,
+    );
     const expected = log.changes.slice(1).map((c) => String(c.position));
-    await resumed.next((e) => e.id === expected.at(-1));
+    await resumed.next((e) => e.id === expected.at(-1), 30_000);
     expect(resumed.events.filter((e) => e.event === 'change').map((e) => e.id)).toEqual(expected);
 
     second = await startOddsfiles({ ...env, PORT: '0' }, ['start', '--roles', 'reader']);
     const there = await stream(keys.pro!, {}, second.url!, `?since=${from}`);
-    await there.next((e) => e.id === expected.at(-1));
+    await there.next((e) => e.id === expected.at(-1), 30_000);
     expect(there.events.filter((e) => e.event === 'change').map((e) => e.id)).toEqual(expected);
   });
 
