@@ -170,7 +170,7 @@ describe('oddsfiles mirror end to end', () => {
     expect(once.lines.at(-1)?.text).toMatch(/^4 files current in .* at position \d+ \(4 updated, 0 removed\)$/);
 
     const own = join(dataDir, 'own');
-    const pkg = mirror(['--url', url, '--once', own], [join(ROOT, 'packages/client/dist/bin/oddsfiles-mirror.js')]);
+    const pkg = mirror(['--url', url, '--once', own], [join(ROOT, 'packages/client/oddsfiles-mirror.mjs')]);
     expect(await pkg.exited).toBe(0);
     await identical(own);
   });
