@@ -4,7 +4,7 @@
  * recorded and running is killed, and the run fails naming it: nothing a test started may outlive
  * the run, even when a worker crashed or timed out before it could end its processes.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeRecord, killRecorded, PROCESS_RECORDS_ENV, running, type ProcessRecord } from '../helpers/processes.js';
@@ -18,7 +18,9 @@ export default function setup(): (() => Promise<void>) | undefined {
   process.env[PROCESS_RECORDS_ENV] = dir;
   return async () => {
     const left: ProcessRecord[] = [];
-    for (const name of readdirSync(dir)) {
+    // A folder removed from outside (a temp cleaner) holds no records: nothing to check.
+    const names = existsSync(dir) ? readdirSync(dir) : [];
+    for (const name of names) {
       if (!name.endsWith('.json')) continue;
       const record = JSON.parse(readFileSync(join(dir, name), 'utf8')) as ProcessRecord;
       if (!running(record)) continue;
