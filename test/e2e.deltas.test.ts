@@ -50,7 +50,9 @@ describe('deltas end to end', () => {
 
   beforeAll(async () => {
     dataDir = await makeDataDir('e2e-deltas');
-    await writeFile(join(dataDir, 'oddsfiles.yaml'), 'plans:\n  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }\n');
+    // A long deltas.max_wait: these tests are about the patches, not the bound on waiting for one
+    // (a busy machine can take longer than the default second to build a pair).
+    await writeFile(join(dataDir, 'oddsfiles.yaml'), 'plans:\n  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }\ndeltas:\n  max_wait: 30s\n');
     const env = baseEnv(dataDir, prefix);
     svc = await startOddsfiles(env);
     const res = await runCli(env, ['keys', 'create', '--name', 'pro', '--plan', 'pro']);

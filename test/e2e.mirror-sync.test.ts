@@ -93,7 +93,14 @@ describe('oddsfiles mirror end to end', () => {
     dataDir = await makeDataDir('e2e-mirror-sync');
     await writeFile(
       join(dataDir, 'oddsfiles.yaml'),
-      ['plans:', '  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }', 'publish: { rate: { max: 100000, per: 1m } }', ''].join('\n'),
+      [
+        'plans:',
+        '  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }',
+        'publish: { rate: { max: 100000, per: 1m } }',
+        // Patches are what this test follows: a busy machine may take longer than the default second to build one.
+        'deltas: { max_wait: 30s }',
+        '',
+      ].join('\n'),
     );
     env = baseEnv(dataDir, prefix, { PORT: String(await freePort()) });
     await start();
