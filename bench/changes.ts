@@ -69,7 +69,47 @@ const mustHave = async <T>(p: Promise<T | undefined>): Promise<T> => (await p) ?
 const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 const pct = (v: number[]) => `${fmtMs(median(v))} / ${fmtMs(quantile(v, 0.99))}`;
 
-async function main(): Promise<void> {
+type SseEvent = { id: number; at: number };
+
+/** The deployment and the clients every part uses. */
+interface Bench {
+  readonly machine: ReturnType<typeof machineInfo>;
+  readonly template: DocTemplate;
+  readonly sys: OddsfilesSystem;
+  readonly base: string;
+  /** The key of the background streams (`--bg-scope`). */
+  readonly bgKey: string;
+  readonly readerPid: number;
+  /** The reader's RSS once started. */
+  readonly rssStart: number;
+  /** The reference stream client, and every event it got, by the ETag of its version. */
+  readonly ref: SseSocket;
+  readonly seen: Map<string, SseEvent>;
+  readonly poller: Poller;
+  /** The child processes holding the background and fan-out stream clients. */
+  readonly children: ClientsChild[];
+  /** The ETag of the measured feed's newest version. */
+  etag: string;
+  /** The size of an event frame as the reference client got it. */
+  readonly frameBytes: number;
+  /** Rename a new version of `t` into the inbox; its rename time, and its event at `ref`. */
+  drop(t: DocTemplate): Promise<{ t0: number; event: Promise<SseEvent | undefined> }>;
+  openStreams(n: number, key: string, sampleEvery: number, url?: string): Promise<number>;
+  latencies(t0: [number, number][]): Promise<{ ms: number[]; missing: number; behind: number }>;
+  pids(): number[];
+}
+
+type Latencies = Record<string, { sse: number[]; get: number[]; bg: number[]; note: string }>;
+interface LongPolls {
+  readonly lp: number[];
+  readonly lpRename: number[];
+  readonly lpAnswered: number;
+  readonly lpCpuMs: number;
+}
+type FanOut = Awaited<ReturnType<typeof measureFanOut>>;
+
+/** One deployment with a process per role, a key, the reference stream client, the poller and the client processes. */
+async function setUp(): Promise<Bench> {
   const machine = machineInfo();
   log(machineLine(machine));
   const template = docTemplate(MEASURED, args.kb * 1024);
@@ -82,13 +122,11 @@ async function main(): Promise<void> {
   const base = sys.readerUrl!;
   const created = await runCli(sys.env, ['keys', 'create', '--name', 'bench-measured', '--plan', 'measured']);
   if (created.code !== 0) throw new Error(`keys create failed: ${created.stderr}`);
-  const bgKey = args['bg-scope'] === 'all' ? sys.key : created.stdout.trim();
   const readerPid = sys.reader!.pid;
   const rssStart = memOf(readerPid).rss;
 
-  // The reference stream client: every event, by the ETag of its version.
-  const seen = new Map<string, { id: number; at: number }>();
-  const waiting = new Map<string, (e: { id: number; at: number } | undefined) => void>();
+  const seen = new Map<string, SseEvent>();
+  const waiting = new Map<string, (e: SseEvent | undefined) => void>();
   let frameBytes = 0;
   const ref = new SseSocket(base, sys.key, undefined, (e) => {
     frameBytes = Buffer.byteLength(`id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`);
@@ -103,56 +141,74 @@ async function main(): Promise<void> {
   });
   await ref.opened;
   const poller = new Poller(base, sys.key);
-  let etag = (await dropAndPoll(sys, poller, template, undefined)).etag;
+  const etag = (await dropAndPoll(sys, poller, template, undefined)).etag;
   await dropAndPoll(sys, poller, docTemplate(LOADED, args.kb * 1024), undefined);
-
-  /** Rename a new version of `t` into the inbox; its rename time, and its event at `ref`. */
-  const drop = async (t: DocTemplate) => {
-    const v = version(t);
-    const tmp = join(sys.inbox, `.changes-${process.pid}.tmp`);
-    await writeFile(tmp, v.bytes);
-    // undefined: no event within 10 s, or a later version's came first (this one was replaced in
-    // the inbox before it was claimed: a rename over a file the watcher has not taken yet).
-    const event = new Promise<{ id: number; at: number } | undefined>((resolve) => {
-      const timer = setTimeout(() => (waiting.delete(v.etag), resolve(undefined)), 10_000);
-      waiting.set(v.etag, (e) => (clearTimeout(timer), waiting.delete(v.etag), resolve(e)));
-    });
-    const t0 = nowMs();
-    await rename(tmp, join(sys.inbox, t.feed.filename));
-    etag = v.etag;
-    return { t0, event };
-  };
-
   const children = await Promise.all(Array.from({ length: Math.max(1, args.procs) }, () => ClientsChild.start()));
-  const openStreams = async (n: number, key: string, sampleEvery: number, url = base) => {
-    const share = (i: number) => Math.floor(n / children.length) + (i < n % children.length ? 1 : 0);
-    const r = await Promise.all(children.map((c, i) => c.open(url, key, share(i), ref.lastId, sampleEvery)));
-    const opened = r.reduce((s, x) => s + x.opened, 0);
-    if (opened < n) log(`only ${opened} of ${n} streams opened: ${r.find((x) => x.error)?.error}`);
-    return opened;
-  };
-  const latencies = async (t0: [number, number][]) => {
-    const r = await Promise.all(children.map((c) => c.latencies(t0)));
-    return { ms: r.flatMap((x) => x.ms), missing: r.reduce((s, x) => s + x.missing, 0), behind: r.reduce((s, x) => s + x.behind, 0) };
-  };
-  const pids = () => [...sys.pids(), ...children.map((c) => c.pid)];
-  await quiesce(pids());
 
-  // ---------------------------------------------------------------- 1. event latency
-  const lat: Record<string, { sse: number[]; get: number[]; bg: number[]; note: string }> = {};
-  const dropper = runs('latency') ? await Dropper.start(OTHERS, args.kb * 1024) : undefined;
-  for (const condition of dropper ? (['alone', 'loaded'] as const) : []) {
+  const bench: Bench = {
+    machine,
+    template,
+    sys,
+    base,
+    bgKey: args['bg-scope'] === 'all' ? sys.key : created.stdout.trim(),
+    readerPid,
+    rssStart,
+    ref,
+    seen,
+    poller,
+    children,
+    etag,
+    get frameBytes() {
+      return frameBytes;
+    },
+    async drop(t) {
+      const v = version(t);
+      const tmp = join(sys.inbox, `.changes-${process.pid}.tmp`);
+      await writeFile(tmp, v.bytes);
+      // undefined: no event within 10 s, or a later version's came first (this one was replaced in
+      // the inbox before it was claimed: a rename over a file the watcher has not taken yet).
+      const event = new Promise<SseEvent | undefined>((resolve) => {
+        const timer = setTimeout(() => (waiting.delete(v.etag), resolve(undefined)), 10_000);
+        waiting.set(v.etag, (e) => (clearTimeout(timer), waiting.delete(v.etag), resolve(e)));
+      });
+      const t0 = nowMs();
+      await rename(tmp, join(sys.inbox, t.feed.filename));
+      bench.etag = v.etag;
+      return { t0, event };
+    },
+    async openStreams(n, key, sampleEvery, url = base) {
+      const share = (i: number) => Math.floor(n / children.length) + (i < n % children.length ? 1 : 0);
+      const r = await Promise.all(children.map((c, i) => c.open(url, key, share(i), ref.lastId, sampleEvery)));
+      const opened = r.reduce((s, x) => s + x.opened, 0);
+      if (opened < n) log(`only ${opened} of ${n} streams opened: ${r.find((x) => x.error)?.error}`);
+      return opened;
+    },
+    async latencies(t0) {
+      const r = await Promise.all(children.map((c) => c.latencies(t0)));
+      return { ms: r.flatMap((x) => x.ms), missing: r.reduce((s, x) => s + x.missing, 0), behind: r.reduce((s, x) => s + x.behind, 0) };
+    },
+    pids: () => [...sys.pids(), ...children.map((c) => c.pid)],
+  };
+  await quiesce(bench.pids());
+  return bench;
+}
+
+/** Part 1: rename → event at the reference client, alone and with background streams and drops. */
+async function measureLatency(bench: Bench): Promise<Latencies> {
+  const lat: Latencies = {};
+  const dropper = await Dropper.start(OTHERS, args.kb * 1024);
+  for (const condition of ['alone', 'loaded'] as const) {
     const r = (lat[condition] = { sse: [] as number[], get: [] as number[], bg: [] as number[], note: '' });
     let bgOpen = 0;
     if (condition === 'loaded') {
-      bgOpen = await openStreams(args['bg-streams'], bgKey, Math.max(1, Math.floor(args['bg-streams'] / 10)));
-      dropper!.begin(sys.inbox, args.rate);
+      bgOpen = await bench.openStreams(args['bg-streams'], bench.bgKey, Math.max(1, Math.floor(args['bg-streams'] / 10)));
+      dropper.begin(bench.sys.inbox, args.rate);
       await sleep(1000);
     }
     const t0s: [number, number][] = [];
     let late = 0;
     for (let i = 0; i < args.drops; i++) {
-      const d = await drop(template);
+      const d = await bench.drop(bench.template);
       // No event within 10 s: counted, and reported beside the figures rather than ending the run.
       const e = await d.event;
       if (e === undefined) late++;
@@ -161,38 +217,42 @@ async function main(): Promise<void> {
         t0s.push([e.id, d.t0]);
       }
       await sleep(30 + Math.random() * 50);
-      const p = await dropAndPoll(sys, poller, template, etag);
-      etag = p.etag;
+      const p = await dropAndPoll(bench.sys, bench.poller, bench.template, bench.etag);
+      bench.etag = p.etag;
       r.get.push(p.fresh);
       await sleep(30 + Math.random() * 50);
     }
     if (condition === 'loaded') {
-      const sent = await dropper!.end();
-      const drained = await waitDrained(sys, 60_000);
-      const bg = await latencies(t0s);
+      const sent = await dropper.end();
+      const drained = await waitDrained(bench.sys, 60_000);
+      const bg = await bench.latencies(t0s);
       r.bg = bg.ms;
       r.note = `${bgOpen} streams (key: ${args['bg-scope']} feeds), ${Math.round((sent.sent * 1000) / sent.ms)} drops/s${drained ? '' : ', **backlog not drained in 60 s**'}; ${bg.missing} sampled events missing${late ? `; **${late} measured events later than 10 s**` : ''}`;
-      await Promise.all(children.map((c) => c.closeAll()));
+      await Promise.all(bench.children.map((c) => c.closeAll()));
     }
     log(`${condition}: rename → event p50/p99 ${pct(r.sse)} ms; rename → GET ${pct(r.get)} ms`);
-    await quiesce(pids());
+    await quiesce(bench.pids());
   }
 
-  // ---------------------------------------------------------------- 2. long-poll
+  return lat;
+}
+
+/** Part 2: waiting long-polls answered after a change, timed from its event at the reference client. */
+async function measureLongPoll(bench: Bench): Promise<LongPolls> {
   const lp: number[] = [];
   const lpRename: number[] = [];
   let lpAnswered = 0;
   let lpCpuMs = 0;
-  for (let round = 0; runs('long-poll') && round < args['lp-rounds']; round++) {
-    const head = ((await (await fetch(`${base}/v1/catalog`, { headers: { 'x-api-key': sys.key } })).json()) as { position: number }).position;
-    const share = Math.ceil(args.waiters / children.length);
-    await Promise.all(children.map((c) => c.wait(base, sys.key, share, head, 30)));
+  for (let round = 0; round < args['lp-rounds']; round++) {
+    const head = ((await (await fetch(`${bench.base}/v1/catalog`, { headers: { 'x-api-key': bench.sys.key } })).json()) as { position: number }).position;
+    const share = Math.ceil(args.waiters / bench.children.length);
+    await Promise.all(bench.children.map((c) => c.wait(bench.base, bench.sys.key, share, head, 30)));
     await sleep(2000);
-    const cpu0 = cpuMs(readerPid);
-    const d = await drop(template);
+    const cpu0 = cpuMs(bench.readerPid);
+    const d = await bench.drop(bench.template);
     const e = await mustHave(d.event);
-    const answers = await Promise.all(children.map((c) => c.waited()));
-    lpCpuMs += cpuMs(readerPid) - cpu0;
+    const answers = await Promise.all(bench.children.map((c) => c.waited()));
+    lpCpuMs += cpuMs(bench.readerPid) - cpu0;
     for (const a of answers) {
       lpAnswered += a.withChange;
       for (const at of a.at) {
@@ -200,95 +260,99 @@ async function main(): Promise<void> {
         lpRename.push(at - d.t0);
       }
     }
-    await quiesce(pids());
+    await quiesce(bench.pids());
   }
-  if (runs('long-poll')) log(`long-poll: event → answer p50/p99 ${pct(lp)} ms`);
+  log(`long-poll: event → answer p50/p99 ${pct(lp)} ms`);
 
-  // ---------------------------------------------------------------- 3. fan-out
-  /** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
-  const dropLoop = (rate: number) => {
-    let stop = false;
-    const done = (async () => {
-      const out: Promise<[number, number] | undefined>[] = [];
-      const start = nowMs();
-      for (let i = 0; !stop; i++) {
-        await sleep(Math.max(0, start + (i * 1000) / rate - nowMs()));
-        const d = await drop(template);
-        out.push(d.event.then((e) => (e ? ([e.id, d.t0] as [number, number]) : undefined)));
-      }
-      const all = await Promise.all(out);
-      const got = all.filter((x) => x !== undefined);
-      return { t0: got, skipped: all.length - got.length };
-    })();
-    return async () => {
-      stop = true;
-      return done;
-    };
-  };
-  const load = async () => {
-    const stop = dropLoop(args['fan-rate']);
-    const r = await runLoad({
-      url: `${base}/v1/data/${LOADED.filename}`,
-      headers: { 'x-api-key': sys.key },
-      connections: args['load-connections'],
-      seconds: args['load-seconds'],
-    });
-    await stop();
-    return r;
-  };
-  const fanOut = async () => {
-    const without = await load();
-    await quiesce(pids());
-    const rss0 = memOf(readerPid).rss;
-    const t1 = Date.now();
-    const n = await openStreams(args.streams, sys.key, args.sample);
-    log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
-    await quiesce(pids(), { maxMs: 10_000 });
-    const rssOpen = memOf(readerPid).rss;
-    let rssMax = rssOpen;
-    const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(readerPid).rss)), 250);
-    const cpu0 = cpuMs(readerPid);
-    const stopFan = dropLoop(args['fan-rate']);
-    await sleep(args['fan-seconds'] * 1000);
-    const { t0: fanT0, skipped } = await stopFan();
-    await sleep(2000);
-    const cpuFan = cpuMs(readerPid) - cpu0;
-    const fan = await latencies(fanT0);
-    const fanRef = fanT0.map(([id, t0]) => [...seen.values()].find((s) => s.id === id)!.at - t0);
-    const withStreams = await load();
-    clearInterval(rssTimer);
-    await Promise.all(children.map((c) => c.closeAll()));
-    // The floor: a bare node:http server of events, the same clients, the same rate and frame size.
-    const bare = await BareFanout.start(envOf(args.env));
-    const bareStart = (await bare.idle()).rss;
-    const bareN = await openStreams(args.streams, 'bare', args.sample, bare.url);
-    await quiesce([...pids(), bare.pid], { maxMs: 10_000 });
-    const bareOpen = (await bare.idle()).rss;
-    const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], frameBytes);
-    await Promise.all(children.map((c) => c.closeAll()));
-    bare.stop();
-    const r = {
-      without,
-      withStreams,
-      rss0,
-      rssOpen,
-      rssMax,
-      n,
-      fan,
-      fanT0,
-      skipped,
-      fanRef,
-      cpuFan,
-      bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
-    };
-    log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
-    return r;
-  };
-  const fo = runs('fan-out') ? await fanOut() : undefined;
-  ref.close();
-  poller.close();
+  return { lp, lpRename, lpAnswered, lpCpuMs };
+}
 
-  // ---------------------------------------------------------------- report
+/** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
+function dropLoop(bench: Bench, rate: number): () => Promise<{ t0: [number, number][]; skipped: number }> {
+  let stop = false;
+  const done = (async () => {
+    const out: Promise<[number, number] | undefined>[] = [];
+    const start = nowMs();
+    for (let i = 0; !stop; i++) {
+      await sleep(Math.max(0, start + (i * 1000) / rate - nowMs()));
+      const d = await bench.drop(bench.template);
+      out.push(d.event.then((e) => (e ? ([e.id, d.t0] as [number, number]) : undefined)));
+    }
+    const all = await Promise.all(out);
+    const got = all.filter((x) => x !== undefined);
+    return { t0: got, skipped: all.length - got.length };
+  })();
+  return async () => {
+    stop = true;
+    return done;
+  };
+}
+
+/** /v1/data of the loaded feed under load while changes flow at `--fan-rate`. */
+async function loadData(bench: Bench) {
+  const stop = dropLoop(bench, args['fan-rate']);
+  const r = await runLoad({
+    url: `${bench.base}/v1/data/${LOADED.filename}`,
+    headers: { 'x-api-key': bench.sys.key },
+    connections: args['load-connections'],
+    seconds: args['load-seconds'],
+  });
+  await stop();
+  return r;
+}
+
+/** Part 3: many streams on the one reader, then the same on a bare node:http server of events. */
+async function measureFanOut(bench: Bench) {
+  const without = await loadData(bench);
+  await quiesce(bench.pids());
+  const rss0 = memOf(bench.readerPid).rss;
+  const t1 = Date.now();
+  const n = await bench.openStreams(args.streams, bench.sys.key, args.sample);
+  log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  await quiesce(bench.pids(), { maxMs: 10_000 });
+  const rssOpen = memOf(bench.readerPid).rss;
+  let rssMax = rssOpen;
+  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(bench.readerPid).rss)), 250);
+  const cpu0 = cpuMs(bench.readerPid);
+  const stopFan = dropLoop(bench, args['fan-rate']);
+  await sleep(args['fan-seconds'] * 1000);
+  const { t0: fanT0, skipped } = await stopFan();
+  await sleep(2000);
+  const cpuFan = cpuMs(bench.readerPid) - cpu0;
+  const fan = await bench.latencies(fanT0);
+  const fanRef = fanT0.map(([id, t0]) => [...bench.seen.values()].find((s) => s.id === id)!.at - t0);
+  const withStreams = await loadData(bench);
+  clearInterval(rssTimer);
+  await Promise.all(bench.children.map((c) => c.closeAll()));
+  // The floor: a bare node:http server of events, the same clients, the same rate and frame size.
+  const bare = await BareFanout.start(envOf(args.env));
+  const bareStart = (await bare.idle()).rss;
+  const bareN = await bench.openStreams(args.streams, 'bare', args.sample, bare.url);
+  await quiesce([...bench.pids(), bare.pid], { maxMs: 10_000 });
+  const bareOpen = (await bare.idle()).rss;
+  const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes);
+  await Promise.all(bench.children.map((c) => c.closeAll()));
+  bare.stop();
+  const r = {
+    without,
+    withStreams,
+    rss0,
+    rssOpen,
+    rssMax,
+    n,
+    fan,
+    fanT0,
+    skipped,
+    fanRef,
+    cpuFan,
+    bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
+  };
+  log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
+  return r;
+}
+
+/** The report: every part run, against its target. */
+function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: FanOut | undefined): string {
   const MB = 2 ** 20;
   const rows: string[][] = [];
   const notes: string[] = [];
@@ -308,7 +372,8 @@ async function main(): Promise<void> {
     }
   }
   if (lat.loaded) notes.push(`Latency: ${args.drops} measured drops per condition, each followed by one polled drop; loaded: ${lat.loaded.note}.`);
-  if (runs('long-poll')) {
+  if (lps) {
+    const { lp, lpRename, lpAnswered, lpCpuMs } = lps;
     rows.push([
       `long-poll: ${args.waiters} waiting, event at the reference client → answer`,
       `${pct(lp)} ms`,
@@ -347,20 +412,30 @@ async function main(): Promise<void> {
     ]);
     rows.push([`  RSS with the streams open, idle: reader / bare node:http`, `${(fo.rssOpen / MB).toFixed(0)} / ${(b.rssOpen / MB).toFixed(0)} MB`, '', '']);
     notes.push(
-      `Fan-out: ${fo.n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (args['fan-seconds'] + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${runs('latency') || runs('long-poll') ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${args['fan-rate']} frames/s of ${frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
+      `Fan-out: ${fo.n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (args['fan-seconds'] + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(bench.rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${runs('latency') || runs('long-poll') ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${args['fan-rate']} frames/s of ${bench.frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
     );
   }
   const out = [
-    machineLine(machine),
+    machineLine(bench.machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; one deployment with a process per role; measured feed \`${MEASURED.filename}\`, ${template.bytes.length} bytes. Latencies are p50 / p99 (nearest rank). Clients are raw sockets on the bench's clock (nowMs()), the background and fan-out ones in ${children.length} child processes, which compete for the same ${machine.nproc} cores; streams that do not time their events only count them, without decoding.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; one deployment with a process per role; measured feed \`${MEASURED.filename}\`, ${bench.template.bytes.length} bytes. Latencies are p50 / p99 (nearest rank). Clients are raw sockets on the bench's clock (nowMs()), the background and fan-out ones in ${bench.children.length} child processes, which compete for the same ${bench.machine.nproc} cores; streams that do not time their events only count them, without decoding.`,
     '',
     table(['measure', 'p50 / p99 (or value)', 'target', ''], rows, ['l', 'r', 'l', 'l']),
     '',
     ...notes,
   ].join('\n');
+  return out;
+}
+
+async function main(): Promise<void> {
+  const bench = await setUp();
+  const lat = runs('latency') ? await measureLatency(bench) : {};
+  const lps = runs('long-poll') ? await measureLongPoll(bench) : undefined;
+  const fo = runs('fan-out') ? await measureFanOut(bench) : undefined;
+  bench.ref.close();
+  bench.poller.close();
   // A partial run (--part) prints its report only.
-  await publishReport('changes', out, !args['no-doc'] && !args.quick && args.part.length === 0);
+  await publishReport('changes', report(bench, lat, lps, fo), !args['no-doc'] && !args.quick && args.part.length === 0);
 }
 
 runMain(main);

@@ -104,6 +104,8 @@ interface Target {
   etag: string | undefined;
 }
 
+type WatchResults = Record<WatcherName, { latency: number[]; missed: number }>;
+
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
@@ -111,6 +113,37 @@ async function main(): Promise<void> {
   log(`measured feed ${MEASURED.filename}, ${template.bytes.length} bytes; ${DROPS} drops per system and condition in blocks of ${BLOCK}`);
 
   log('starting the systems…');
+  const targets = await startTargets();
+  const { announced, sub } = await subscribeAnnouncements(targets);
+  const dropper = await Dropper.start(OTHERS, KB * 1024);
+  const allPids = () => [...targets.flatMap((t) => t.sys.pids()), dropper.pid];
+
+  // Publish the measured feed once everywhere (and warm up every path).
+  for (const t of targets) {
+    for (let i = 0; i < 3; i++) await measureOne(t, template, 'alone');
+  }
+  await quiesce(allPids());
+
+  const started = Date.now();
+  const { samples, backlog } = await measureFreshness(targets, template, dropper, announced, allPids);
+  const measuredS = Math.round((Date.now() - started) / 1000);
+  sub.disconnect();
+  for (const t of targets) t.poller.close();
+  for (const t of targets) await t.sys.stop();
+
+  log('watcher stage alone…');
+  const watch = await measureWatchers(template);
+  const out = report(machine, template, measuredS, {
+    fresh: freshnessTable(targets, samples, backlog),
+    breakdown: breakdownTable(targets, samples),
+    slow: slowestTable(targets, samples),
+    watchers: watcherTable(watch.spaced, watch.quick),
+  });
+  await publishReport(PUT ? 'freshness-put' : 'freshness', out, WRITE_DOC);
+}
+
+/** The systems compared: oddsfiles in one process and with a process per role, the variant, the bare pipeline. */
+async function startTargets(): Promise<Target[]> {
   const targets: Target[] = [];
   const s3 = STORE === 's3' ? await startS3rver() : undefined;
   if (s3) onCleanup(() => s3.stop());
@@ -141,7 +174,11 @@ async function main(): Promise<void> {
     targets.push({ name, sys, poller: new Poller(sys.readerUrl!, sys.key), etag: undefined });
   }
 
-  // Announcements, timed by a subscriber of our own.
+  return targets;
+}
+
+/** Announcements, timed by a subscriber of our own: sha256 → when it was seen. */
+async function subscribeAnnouncements(targets: readonly Target[]): Promise<{ announced: Map<string, number>; sub: Redis }> {
   const announced = new Map<string, number>();
   const sub = new Redis(TEST_REDIS_URL);
   await new Promise((r) => sub.once('ready', r));
@@ -153,18 +190,19 @@ async function main(): Promise<void> {
     if (sha) announced.set(sha, at);
   });
 
-  const dropper = await Dropper.start(OTHERS, KB * 1024);
-  const allPids = () => [...targets.flatMap((t) => t.sys.pids()), dropper.pid];
+  return { announced, sub };
+}
 
-  // Publish the measured feed once everywhere (and warm up every path).
-  for (const t of targets) {
-    for (let i = 0; i < 3; i++) await measureOne(t, template, 'alone');
-  }
-  await quiesce(allPids());
-
+/** Blocks of measured drops per system, interleaved in shuffled order, alone and with background drops. */
+async function measureFreshness(
+  targets: readonly Target[],
+  template: DocTemplate,
+  dropper: Dropper,
+  announced: Map<string, number>,
+  allPids: () => number[],
+): Promise<{ samples: Sample[]; backlog: Record<string, { sent: number; ms: number; drainMs: number }[]> }> {
   const samples: Sample[] = [];
   const backlog: Record<string, { sent: number; ms: number; drainMs: number }[]> = {};
-  const started = Date.now();
   for (const condition of CONDITIONS) {
     for (let b = 0; b < Math.ceil(DROPS / BLOCK); b++) {
       for (const t of shuffle([...targets])) {
@@ -192,12 +230,11 @@ async function main(): Promise<void> {
       }
     }
   }
-  const measuredS = Math.round((Date.now() - started) / 1000);
-  sub.disconnect();
-  for (const t of targets) t.poller.close();
-  for (const t of targets) await t.sys.stop();
+  return { samples, backlog };
+}
 
-  log('watcher stage alone…');
+/** The watcher stage alone, for each watcher. */
+async function measureWatchers(template: DocTemplate): Promise<{ spaced: WatchResults; quick: WatchResults }> {
   // Spaced drops (the claim 5–10 ms after the event, the next drop 150–200 ms later), then quick
   // re-drops of the same filename (the next one 0–60 ms after the claim, as a feed updated
   // several times a second, or a burst, does).
@@ -208,7 +245,14 @@ async function main(): Promise<void> {
     watchQuick[w] = await watcherStage(w, 4 * WATCH_DROPS, template, { claimAfter: [2, 10], nextAfter: [0, 60] });
   }
 
-  // ------------------------------------------------------------------ report
+  return { spaced: watchSpaced, quick: watchQuick };
+}
+
+function freshnessTable(
+  targets: readonly Target[],
+  samples: readonly Sample[],
+  backlog: Record<string, { sent: number; ms: number; drainMs: number }[]>,
+): string {
   const bareOf = (c: Condition) => samples.filter((s) => s.system === 'bare reference' && s.condition === c).map((s) => s.fresh);
   const rows: string[][] = [];
   for (const condition of CONDITIONS) {
@@ -238,12 +282,15 @@ async function main(): Promise<void> {
       ]);
     }
   }
-  const freshTable = table(
+  return table(
     ['condition', 'system', 'drops', 'p50 ms', 'p90 ms', 'p99 ms', 'p50 / bare', 'p99 / bare', 'target p50 ≤ 15 / p99 ≤ 50', 'background drops, drain after'],
     rows,
     ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'l'],
   );
+}
 
+/** Median ms of each stage, per system and condition. */
+function breakdownTable(targets: readonly Target[], samples: readonly Sample[]): string {
   const bdRows: string[][] = [];
   for (const condition of CONDITIONS) {
     for (const t of targets) {
@@ -259,15 +306,11 @@ async function main(): Promise<void> {
       bdRows.push([condition, t.name, fmtMs(p50), ...cells, t.name.startsWith('bare') ? '—' : `${carried} of ${ss.length}`]);
     }
   }
-  const bdTable = table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`), 'carried'], bdRows, [
-    'l',
-    'l',
-    'r',
-    ...STAGES.map(() => 'r' as const),
-    'r',
-  ]);
+  return table(['condition', 'system', 'p50 ms', ...STAGES.map((s) => `${s} ms`), 'carried'], bdRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const), 'r']);
+}
 
-  // The slowest drops of each oddsfiles system, with their stages: what makes the tail.
+/** The slowest drops of each oddsfiles system, with their stages: what makes the tail. */
+function slowestTable(targets: readonly Target[], samples: readonly Sample[]): string {
   const slowRows: string[][] = [];
   for (const condition of CONDITIONS) {
     for (const t of targets.filter((x) => x.sys.kind === 'oddsfiles')) {
@@ -281,13 +324,10 @@ async function main(): Promise<void> {
       }
     }
   }
-  const slowTable = table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, [
-    'l',
-    'l',
-    'r',
-    ...STAGES.map(() => 'r' as const),
-  ]);
+  return table(['condition', 'system', 'freshness ms', ...STAGES.map((s) => `${s} ms`)], slowRows, ['l', 'l', 'r', ...STAGES.map(() => 'r' as const)]);
+}
 
+function watcherTable(watchSpaced: WatchResults, watchQuick: WatchResults): string {
   const ref = (w: typeof watchSpaced) => median(w[WATCHERS[2]].latency);
   const wRows = (PUT ? [] : WATCHERS).map((name) => {
     const a = watchSpaced[name];
@@ -303,9 +343,17 @@ async function main(): Promise<void> {
       fmtMs(median(b.latency)),
     ];
   });
-  const wTable = table(['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'], wRows);
+  return table(['watcher', 'spaced: p50 ms', 'p99 ms', 'p50 / fs.watch', 'missed', 'quick re-drops: missed', 'p50 ms'], wRows);
+}
 
-  const out = PUT
+function report(
+  machine: ReturnType<typeof machineInfo>,
+  template: DocTemplate,
+  measuredS: number,
+  tables: { fresh: string; breakdown: string; slow: string; watchers: string },
+): string {
+  const { fresh: freshTable, breakdown: bdTable, slow: slowTable, watchers: wTable } = tables;
+  return PUT
     ? [
         `${machineLine(machine)}`,
         '',
@@ -333,17 +381,16 @@ async function main(): Promise<void> {
         '',
         wTable,
       ].join('\n');
-  await publishReport(PUT ? 'freshness-put' : 'freshness', out, WRITE_DOC);
+}
 
-  async function measureOne(t: Target, tmpl: DocTemplate, condition: Condition): Promise<Sample> {
-    const r =
-      PUT && t.sys instanceof OddsfilesSystem
-        ? await putAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS)
-        : await dropAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS);
-    t.etag = r.etag;
-    await sleep(30 + Math.random() * 50);
-    return { system: t.name, condition, fresh: r.fresh, polls: r.polls, t0: r.t0, served: r.served, sha256: r.sha256, generatedAt: r.generatedAt };
-  }
+async function measureOne(t: Target, tmpl: DocTemplate, condition: Condition): Promise<Sample> {
+  const r =
+    PUT && t.sys instanceof OddsfilesSystem
+      ? await putAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS)
+      : await dropAndPoll(t.sys, t.poller, tmpl, t.etag, 10_000, POLL_GAP_MS);
+  t.etag = r.etag;
+  await sleep(30 + Math.random() * 50);
+  return { system: t.name, condition, fresh: r.fresh, polls: r.polls, t0: r.t0, served: r.served, sha256: r.sha256, generatedAt: r.generatedAt };
 }
 
 runMain(main);

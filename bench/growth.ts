@@ -67,60 +67,92 @@ interface Point {
   note?: string;
 }
 
+/** The references every point is measured against: the bare pipeline and the reference loop. */
+interface Reference {
+  readonly bare: BareSystem;
+  readonly barePoller: Poller;
+  readonly redis: Redis;
+  readonly refDir: string;
+  /** The bare pipeline's current ETag per filename. */
+  readonly bareEtags: Map<string, string>;
+}
+
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
   const started = Date.now();
+  const ref = await startReference();
+  const sizePoints = only !== 'feeds' ? await bySize(ref) : [];
+  const feedPoints = only !== 'size' ? await byFeeds(ref) : [];
+  ref.barePoller.close();
+  ref.redis.disconnect();
+  const measuredS = Math.round((Date.now() - started) / 1000);
+  await publishReport(only ? `growth-${only}` : 'growth', report(machine, measuredS, sizePoints, feedPoints), WRITE_DOC);
+}
+
+/** The bare pipeline, warmed up (JIT, its folders) before it serves as the reference. */
+async function startReference(): Promise<Reference> {
   const bare = await BareSystem.start('growth-bare');
-  const barePoller = new Poller(bare.readerUrl, bare.key);
-  const redis = new Redis(TEST_REDIS_URL);
-  const refDir = await tempDir('growth-ref');
-  const bareEtags = new Map<string, string>();
-  // Warm the bare pipeline up (JIT, its folders) before it serves as the reference.
-  {
-    const t = docTemplate(EXAMPLE_FEEDS[0]!, 200 * KB);
-    for (let i = 0; i < (QUICK ? 2 : 8); i++) bareEtags.set(t.feed.filename, (await dropAndPoll(bare, barePoller, t, bareEtags.get(t.feed.filename))).etag);
-  }
+  const ref: Reference = {
+    bare,
+    barePoller: new Poller(bare.readerUrl, bare.key),
+    redis: new Redis(TEST_REDIS_URL),
+    refDir: await tempDir('growth-ref'),
+    bareEtags: new Map<string, string>(),
+  };
+  const t = docTemplate(EXAMPLE_FEEDS[0]!, 200 * KB);
+  for (let i = 0; i < (QUICK ? 2 : 8); i++)
+    ref.bareEtags.set(t.feed.filename, (await dropAndPoll(bare, ref.barePoller, t, ref.bareEtags.get(t.feed.filename))).etag);
+  return ref;
+}
 
-  /** Freshness of `tmpl` on `sys`, alternating drop by drop with the bare pipeline. */
-  const freshness = async (sys: OddsfilesSystem, poller: Poller, tmpl: DocTemplate, n: number, point: Point) => {
-    let prev: string | undefined;
-    // Publish once on both (the first drop of a filename also creates its folders).
-    prev = (await dropAndPoll(sys, poller, tmpl, prev, 60_000)).etag;
-    bareEtags.set(tmpl.feed.filename, (await dropAndPoll(bare, barePoller, tmpl, bareEtags.get(tmpl.feed.filename), 60_000)).etag);
-    for (let i = 0; i < n; i++) {
-      await quiesce([...sys.pids(), ...bare.pids()], { maxMs: 10_000 });
-      const order = i % 2 === 0 ? (['odds', 'bare'] as const) : (['bare', 'odds'] as const);
-      for (const which of order) {
-        if (which === 'odds') {
-          const r = await dropAndPoll(sys, poller, tmpl, prev, 60_000);
-          prev = r.etag;
-          point.freshness.push(r.fresh);
-        } else {
-          const r = await dropAndPoll(bare, barePoller, tmpl, bareEtags.get(tmpl.feed.filename), 60_000);
-          bareEtags.set(tmpl.feed.filename, r.etag);
-          point.bareFreshness.push(r.fresh);
-        }
-        await sleep(30 + Math.random() * 40);
+/** Freshness of `tmpl` on `sys`, alternating drop by drop with the bare pipeline. */
+async function freshness(ref: Reference, sys: OddsfilesSystem, poller: Poller, tmpl: DocTemplate, n: number, point: Point): Promise<void> {
+  let prev: string | undefined;
+  // Publish once on both (the first drop of a filename also creates its folders).
+  prev = (await dropAndPoll(sys, poller, tmpl, prev, 60_000)).etag;
+  ref.bareEtags.set(tmpl.feed.filename, (await dropAndPoll(ref.bare, ref.barePoller, tmpl, ref.bareEtags.get(tmpl.feed.filename), 60_000)).etag);
+  for (let i = 0; i < n; i++) {
+    await quiesce([...sys.pids(), ...ref.bare.pids()], { maxMs: 10_000 });
+    const order = i % 2 === 0 ? (['odds', 'bare'] as const) : (['bare', 'odds'] as const);
+    for (const which of order) {
+      if (which === 'odds') {
+        const r = await dropAndPoll(sys, poller, tmpl, prev, 60_000);
+        prev = r.etag;
+        point.freshness.push(r.fresh);
+      } else {
+        const r = await dropAndPoll(ref.bare, ref.barePoller, tmpl, ref.bareEtags.get(tmpl.feed.filename), 60_000);
+        ref.bareEtags.set(tmpl.feed.filename, r.etag);
+        point.bareFreshness.push(r.fresh);
       }
+      await sleep(30 + Math.random() * 40);
     }
-  };
+  }
+}
 
-  /** Throughput rounds alternating with the reference loop. */
-  const throughput = async (sys: OddsfilesSystem, templates: readonly DocTemplate[], rounds: number, point: Point, timeoutMs: number) => {
-    const quiet = () => [...sys.pids(), ...bare.pids()];
-    for (let r = 0; r < rounds; r++) {
-      const first = r % 2 === 0;
-      if (first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
-      point.rounds.push(await ingestRound(sys, templates, redis, quiet, timeoutMs));
-      if (!first) point.refRounds.push(await referenceRound(join(refDir, 'r'), templates, quiet));
-      log(
-        `  ${point.label}: round ${r + 1}: ${fmtInt(templates.length / point.rounds.at(-1)!.seconds)} drops/s, reference ${fmtInt(templates.length / point.refRounds.at(-1)!.seconds)}/s`,
-      );
-    }
-  };
+/** Throughput rounds alternating with the reference loop. */
+async function throughput(
+  ref: Reference,
+  sys: OddsfilesSystem,
+  templates: readonly DocTemplate[],
+  rounds: number,
+  point: Point,
+  timeoutMs: number,
+): Promise<void> {
+  const quiet = () => [...sys.pids(), ...ref.bare.pids()];
+  for (let r = 0; r < rounds; r++) {
+    const first = r % 2 === 0;
+    if (first) point.refRounds.push(await referenceRound(join(ref.refDir, 'r'), templates, quiet));
+    point.rounds.push(await ingestRound(sys, templates, ref.redis, quiet, timeoutMs));
+    if (!first) point.refRounds.push(await referenceRound(join(ref.refDir, 'r'), templates, quiet));
+    log(
+      `  ${point.label}: round ${r + 1}: ${fmtInt(templates.length / point.rounds.at(-1)!.seconds)} drops/s, reference ${fmtInt(templates.length / point.refRounds.at(-1)!.seconds)}/s`,
+    );
+  }
+}
 
-  const newPoint = (label: string, dropsPerRound: number, bytesPerDrop: number): Point => ({
+function newPoint(label: string, dropsPerRound: number, bytesPerDrop: number): Point {
+  return {
     label,
     freshness: [],
     bareFreshness: [],
@@ -128,54 +160,55 @@ async function main(): Promise<void> {
     refRounds: [],
     dropsPerRound,
     bytesPerDrop,
-  });
+  };
+}
 
-  // -------------------------------------------------------------------- by file size
+/** Points by file size, on one `npm start` system. */
+async function bySize(ref: Reference): Promise<Point[]> {
   const sizePoints: Point[] = [];
-  if (only !== 'feeds') {
-    const sys = await OddsfilesSystem.start({ label: 'growth-size', shape: 'single' });
+  const sys = await OddsfilesSystem.start({ label: 'growth-size', shape: 'single' });
+  const poller = new Poller(sys.readerUrl!, sys.key);
+  const measured = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
+  for (const [label, bytes, freshN, files, rounds] of SIZE_POINTS) {
+    log(`size ${label}…`);
+    const point = newPoint(label, files, bytes);
+    const feeds = EXAMPLE_FEEDS.slice(0, files);
+    const templates = feeds.map((f) => docTemplate(f, bytes));
+    await throughput(ref, sys, templates, rounds, point, 180_000);
+    await freshness(ref, sys, poller, docTemplate(measured, bytes), freshN, point);
+    sizePoints.push(point);
+    log(`  ${label}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
+  }
+  poller.close();
+  await sys.stop();
+  return sizePoints;
+}
+
+/** Points by number of feeds, a system started for each. */
+async function byFeeds(ref: Reference): Promise<Point[]> {
+  const feedPoints: Point[] = [];
+  for (const [bookmakers, sports, rounds, freshN] of FEED_POINTS) {
+    const reg = generatedRegistry(bookmakers, MANY_SPORTS.slice(0, sports));
+    const n = reg.feeds.length;
+    log(`${n} feeds…`);
+    const sys = await OddsfilesSystem.start({ label: `growth-feeds${n}`, shape: 'single', config: reg.config });
     const poller = new Poller(sys.readerUrl!, sys.key);
-    const measured = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
-    for (const [label, bytes, freshN, files, rounds] of SIZE_POINTS) {
-      log(`size ${label}…`);
-      const point = newPoint(label, files, bytes);
-      const feeds = EXAMPLE_FEEDS.slice(0, files);
-      const templates = feeds.map((f) => docTemplate(f, bytes));
-      await throughput(sys, templates, rounds, point, 180_000);
-      await freshness(sys, poller, docTemplate(measured, bytes), freshN, point);
-      sizePoints.push(point);
-      log(`  ${label}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
-    }
+    const point = newPoint(`${fmtInt(n)} feeds`, n, 20 * KB);
+    const templates = reg.feeds.map((f: FixtureFeed) => docTemplate(f, 20 * KB));
+    // The first round publishes every feed; with few rounds it is measured too (the report says so).
+    await throughput(ref, sys, templates, rounds, point, 150_000);
+    await freshness(ref, sys, poller, templates[0]!, freshN, point);
+    const files = await poller.get('/v1/files');
+    point.note = `/v1/files ${fmtInt(files.bytes)} B`;
+    feedPoints.push(point);
+    log(`  ${n}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
     poller.close();
     await sys.stop();
   }
+  return feedPoints;
+}
 
-  // -------------------------------------------------------------------- by number of feeds
-  const feedPoints: Point[] = [];
-  if (only !== 'size') {
-    for (const [bookmakers, sports, rounds, freshN] of FEED_POINTS) {
-      const reg = generatedRegistry(bookmakers, MANY_SPORTS.slice(0, sports));
-      const n = reg.feeds.length;
-      log(`${n} feeds…`);
-      const sys = await OddsfilesSystem.start({ label: `growth-feeds${n}`, shape: 'single', config: reg.config });
-      const poller = new Poller(sys.readerUrl!, sys.key);
-      const point = newPoint(`${fmtInt(n)} feeds`, n, 20 * KB);
-      const templates = reg.feeds.map((f: FixtureFeed) => docTemplate(f, 20 * KB));
-      // The first round publishes every feed; with few rounds it is measured too (the report says so).
-      await throughput(sys, templates, rounds, point, 150_000);
-      await freshness(sys, poller, templates[0]!, freshN, point);
-      const files = await poller.get('/v1/files');
-      point.note = `/v1/files ${fmtInt(files.bytes)} B`;
-      feedPoints.push(point);
-      log(`  ${n}: freshness p50 ${fmtMs(median(point.freshness))} ms (bare ${fmtMs(median(point.bareFreshness))} ms)`);
-      poller.close();
-      await sys.stop();
-    }
-  }
-  barePoller.close();
-  redis.disconnect();
-  const measuredS = Math.round((Date.now() - started) / 1000);
-
+function report(machine: ReturnType<typeof machineInfo>, measuredS: number, sizePoints: Point[], feedPoints: Point[]): string {
   const rowsOf = (points: Point[]) =>
     points.map((p) => {
       const rate = p.dropsPerRound / median(p.rounds.map((r) => r.seconds));
@@ -213,7 +246,7 @@ async function main(): Promise<void> {
     '',
   ];
   const align = ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'] as const;
-  const out = [
+  return [
     machineLine(machine),
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${measuredS} s in all. oddsfiles as \`npm start\` runs it (one process). Freshness: drops of one feed alone, alternating drop by drop with the bare pipeline (max = the largest of few samples). Throughput: rounds of many drops renamed at once, alternating with the reference loop; medians. CPU ms / drop: all of the service's CPU for a round (until idle again: compression and manifest writes included) / drops.`,
@@ -229,7 +262,6 @@ async function main(): Promise<void> {
         ]
       : []),
   ].join('\n');
-  await publishReport(only ? `growth-${only}` : 'growth', out, WRITE_DOC);
 }
 
 runMain(main);

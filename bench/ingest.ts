@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { benchArgs, commandLine } from './lib/cli.js';
-import { docTemplate } from './lib/drops.js';
+import { docTemplate, type DocTemplate } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/oddsfiles-system.js';
 import { summarizeProfile } from './lib/profile.js';
@@ -62,13 +62,31 @@ interface Variant {
   readonly cpu: number[];
 }
 
-let profileDir: string | undefined;
-
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
   const templates = EXAMPLE_FEEDS.map((f) => docTemplate(f, KB * 1024));
-  const totalBytes = templates.reduce((s, t) => s + t.bytes.length, 0);
+  const variants = pickVariants();
+  // Under --cpu-prof: the profiles are written when the processes stop, then summarised.
+  const profileDir = PROFILE ? await tempDir('ingest-prof') : undefined;
+  if (profileDir) {
+    for (const v of variants)
+      (v.options as { nodeArgs?: string[] }).nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, String(variants.indexOf(v)))}`];
+  }
+  log('starting the variants…');
+  for (const [i, v] of variants.entries()) v.sys = await OddsfilesSystem.start({ label: `ingest${i}`, ...v.options });
+  const reference = await measureRounds(variants, templates);
+  const timingRows = timingTable(variants);
+  for (const v of variants) await v.sys!.stop();
+  if (profileDir) {
+    process.stdout.write(`\n${(await profileReport(variants, templates.length, profileDir)).join('\n')}\n`);
+    return;
+  }
+  await publishReport('ingest', report(machine, templates, variants, reference, timingRows), WRITE_DOC);
+}
+
+/** The variants compared (`--variants` picks some), and each again on `--baseline`'s build. */
+function pickVariants(): Variant[] {
   const variants: Variant[] = [
     { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4', options: { shape: 'single' }, seconds: [], cpu: [] },
     { id: 'c1', name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
@@ -92,14 +110,18 @@ async function main(): Promise<void> {
     const bin = builtEntry(BASELINE);
     variants.push(...variants.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
   }
-  if (PROFILE) {
-    // Under --cpu-prof: the profiles are written when the processes stop, then summarised.
-    const profDir = await tempDir('ingest-prof');
-    for (const v of variants) (v.options as { nodeArgs?: string[] }).nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(profDir, String(variants.indexOf(v)))}`];
-    profileDir = profDir;
-  }
-  log('starting the variants…');
-  for (const [i, v] of variants.entries()) v.sys = await OddsfilesSystem.start({ label: `ingest${i}`, ...v.options });
+  return variants;
+}
+
+interface Reference {
+  /** The reference loop's seconds and CPU ms per round. */
+  readonly refSeconds: number[];
+  readonly refCpu: number[];
+  readonly measuredS: number;
+}
+
+/** A warm-up round, then ROUNDS rounds of every variant and the reference loop in shuffled order. */
+async function measureRounds(variants: Variant[], templates: readonly DocTemplate[]): Promise<Reference> {
   const redis = new Redis(TEST_REDIS_URL);
   const refDir = await tempDir('ingest-ref');
   const refSeconds: number[] = [];
@@ -145,7 +167,11 @@ async function main(): Promise<void> {
   const measuredS = Math.round((Date.now() - started) / 1000);
   redis.disconnect();
 
-  // Per-drop timings from the workers' log lines of the measured rounds.
+  return { refSeconds, refCpu, measuredS };
+}
+
+/** Per-drop timings from the workers' log lines of the measured rounds. */
+function timingTable(variants: readonly Variant[]): string[][] {
   const timingRows: string[][] = [];
   for (const v of variants) {
     const lines = v.sys!.procs.flatMap((p) => p.readLines('"jobId"')).filter((l) => l.outcome === 'published');
@@ -161,38 +187,48 @@ async function main(): Promise<void> {
       fmtMs(median(lines.map((l) => l.lagMs as number))),
     ]);
   }
-  for (const v of variants) await v.sys!.stop();
-  if (profileDir) {
-    const lines: string[] = [];
-    for (const [i, v] of variants.entries()) {
-      const dir = join(profileDir, String(i));
-      for (const f of await readdir(dir)) {
-        const s = summarizeProfile(join(dir, f));
-        const proc = v.sys!.procs.find((p) => f.includes(String(p.pid)));
-        lines.push(
-          `### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * templates.length + templates.length))} ms per drop, warm-up included)`,
-        );
-        lines.push(
-          '',
-          table(
-            ['self time by package / file', 'ms', 'share'],
-            s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-          ),
-          '',
-        );
-        lines.push(
-          table(
-            ['top functions (self)', 'ms', 'share'],
-            s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-          ),
-          '',
-        );
-      }
-    }
-    process.stdout.write(`\n${lines.join('\n')}\n`);
-    return;
-  }
+  return timingRows;
+}
 
+/** The CPU profiles of every variant's processes, summarised by package and by function. */
+async function profileReport(variants: readonly Variant[], drops: number, profileDir: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const [i, v] of variants.entries()) {
+    const dir = join(profileDir, String(i));
+    for (const f of await readdir(dir)) {
+      const s = summarizeProfile(join(dir, f));
+      const proc = v.sys!.procs.find((p) => f.includes(String(p.pid)));
+      lines.push(
+        `### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * drops + drops))} ms per drop, warm-up included)`,
+      );
+      lines.push(
+        '',
+        table(
+          ['self time by package / file', 'ms', 'share'],
+          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+      lines.push(
+        table(
+          ['top functions (self)', 'ms', 'share'],
+          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+    }
+  }
+  return lines;
+}
+
+function report(
+  machine: ReturnType<typeof machineInfo>,
+  templates: readonly DocTemplate[],
+  variants: readonly Variant[],
+  { refSeconds, refCpu, measuredS }: Reference,
+  timingRows: string[][],
+): string {
+  const totalBytes = templates.reduce((s, t) => s + t.bytes.length, 0);
   const refRate = templates.length / median(refSeconds);
   // CPU per drop over all rounds together: /proc counts CPU in 10 ms ticks, too coarse for the
   // ~100 ms of one round.
@@ -220,7 +256,7 @@ async function main(): Promise<void> {
       rate / refRate >= 0.7 ? 'met' : '**missed**',
     ]);
   }
-  const out = [
+  return [
     machineLine(machine),
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; rounds of ${templates.length} drops (every example filename, ${(totalBytes / templates.length / 1024).toFixed(0)} KB each, ${(totalBytes / 1e6).toFixed(1)} MB), ${ROUNDS} rounds after a warm-up, every variant and the reference once per round in shuffled order, each started only once the previous one's processes are idle; medians; ${measuredS} s of measurement.`,
@@ -233,7 +269,6 @@ async function main(): Promise<void> {
     '',
     table(['variant', 'drops', 'read+validate', 'store', 'commit', 'total', 'lag'], timingRows),
   ].join('\n');
-  await publishReport('ingest', out, WRITE_DOC);
 }
 
 runMain(main);

@@ -82,9 +82,9 @@ export const REQUEST_LINE_MSG = 'request';
 
 /**
  * How much an asynchronous logger buffers, and how long at most (ms). 16 KiB: each block is a
- * write on the thread pool, and each wakes a pool thread; against blocks of 4 KiB it took ~5 µs
- * off a busy reader's ~55 µs per request (docs/BENCHMARKS.md, summary of 2026-11-24), almost all
- * in the kernel, and 32 KiB gained nothing more.
+ * write on the thread pool, and each wakes a pool thread; fewer, larger blocks take kernel time
+ * off a busy reader's requests, and more than 16 KiB gained nothing (docs/BENCHMARKS.md,
+ * measurements behind design choices).
  */
 const ASYNC_MIN_LENGTH = 16 * 1024;
 const ASYNC_FLUSH_EVERY_MS = 1000;
@@ -123,7 +123,7 @@ export function createLogger(options: LoggerOptions): Logger {
 
 /**
  * pino's isoTime (`,"time":"<ISO 8601>"`), with the string made once per millisecond: at the
- * reader's request rate (ten or more lines per ms) toISOString was 2 % of its CPU.
+ * reader's request rate (ten or more lines per ms) toISOString showed in its CPU profile.
  */
 function isoTimeOncePerMs(): () => string {
   let lastMs = Number.NaN;
@@ -141,8 +141,7 @@ function isoTimeOncePerMs(): () => string {
 function asyncLogger(base: PinoOptions): Logger {
   // Buffer mode: each line goes in as a Buffer of its own. In its default string mode sonic-boom
   // appends lines to one string and takes that string's UTF-8 byte length on every write, so each
-  // line cost a scan of everything still pending: ~1 µs of a busy reader's request line
-  // (docs/BENCHMARKS.md, reader section).
+  // line cost a scan of everything still pending.
   const dest = pino.destination({
     dest: 1,
     sync: false,

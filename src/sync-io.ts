@@ -2,15 +2,12 @@
  * Small file I/O on the hot path, done with synchronous calls; waiting for the disk (fsync) and
  * big reads or writes stay on the thread pool.
  *
- * Each asynchronous fs call is a hop to libuv's thread pool and back: on the 2-CPU machine of
- * docs/BENCHMARKS.md it cost 0.1–0.3 ms, far more than the call itself when the bytes are in the
- * page cache (open, fstat, rename, close: microseconds; a 200 KB read or write: about 0.1 ms).
- * Reading a 200 KB claimed drop took 0.7–1.0 ms asynchronously and 0.2–0.3 ms with synchronous
- * calls; the store's temp file + fsync + rename + fsync of the folder 2.5–2.9 ms as eight hops
- * and 2.0–2.2 ms as two (only the fsyncs asynchronous), of which 0.23 ms blocked the event loop.
- * The copy grows with the size (1 MiB: ~0.9 ms to write, ~1.1 ms to read) while the hops do not,
- * so files over the limit (SYNC_IO_MAX_BYTES by default) are read and written asynchronously: no
- * call blocks the event loop (and, in one process, the reader) for more than about 0.3 ms.
+ * Each asynchronous fs call is a hop to libuv's thread pool and back, which costs far more than
+ * the call itself when the bytes are in the page cache (open, fstat, rename, close, a small read
+ * or write). The copy grows with the size while the hops do not, so files over the limit
+ * (SYNC_IO_MAX_BYTES by default) are read and written asynchronously: no call blocks the event
+ * loop (and, in one process, the reader) for long. The figures: docs/BENCHMARKS.md, measurements
+ * behind design choices.
  * On a network filesystem every call is a round trip that would block the event loop:
  * `ingest.sync_io_max_bytes: 0` sends every file call to the thread pool again.
  */

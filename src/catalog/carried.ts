@@ -7,7 +7,7 @@
  * publish a version, before its store write, on the connection it later commits on: every
  * subscriber of both channels (on one connection) has the bytes before the announcement, and the
  * carrying costs the publish nothing on its way (a separate PUBLISH, sent while the store write
- * runs; inside the commit script the 200 KB argument added ~0.8 ms to every commit). A reader
+ * runs; inside the commit script the bytes would slow every commit). A reader
  * keeps carried bytes, a few and briefly, until the announcement of the same sha256 and size
  * takes them (CarriedBytes). Bytes of a version that is then not committed (the store write
  * failed, a newer one won) are dropped unused.

@@ -13,7 +13,7 @@
  * The document is read one of two ways, with the same outcome, reason and detail
  * (test/feeds.differential.test.ts): JSON.parse + ajv for drops under `onePassMinBytes` (64 KiB:
  * under it the two cost about the same), and one pass over the bytes for larger ones, which is
- * about twice as fast and never builds the document (JSON.parse + ajv peak at several times a
+ * faster and never builds the document (JSON.parse + ajv peak at several times a
  * drop's size in memory, and leave it all to the garbage collector). The
  * checks before reading (size, BOM, empty, UTF-8) and after (bookmaker, sport, generated_at) are
  * the same code for both.

@@ -17,6 +17,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Marketplace, Plan } from '../config.js';
 import { compilePatterns } from './patterns.js';
 import type { Principal } from './ring.js';
+import { sha256Hex } from '../sha256.js';
 
 export type MarketplaceAuth =
   | { readonly kind: 'none' }
@@ -73,7 +74,7 @@ export function createMarketplaceAuth(marketplaces: readonly Marketplace[], plan
     if (hit) return hit;
     const mapped = e.plans.get(theirPlan);
     if (!mapped) return undefined;
-    const who = SAFE_USER.test(user) ? user : `h${createHash('sha256').update(user, 'utf8').digest('hex').slice(0, 32)}`;
+    const who = SAFE_USER.test(user) ? user : `h${sha256Hex(user).slice(0, 32)}`;
     const principal: Principal = Object.freeze({
       id: `mkt:${e.m.name}:${who}`,
       name: `${e.m.name} subscriber ${who}`,

@@ -1,7 +1,7 @@
 /**
  * The BullMQ dashboard (bull-board) at /admin/queues, loaded on its first request: bull-board,
- * BullMQ and their web stack (@fastify/static, @fastify/view, ejs) cost a reader about 20 MB of RSS
- * that a reader never needs until an operator opens the dashboard.
+ * BullMQ and their web stack (@fastify/static, @fastify/view, ejs) cost a reader megabytes of RSS
+ * that it never needs until an operator opens the dashboard.
  *
  * The routes under /admin/queues are registered up front (Fastify cannot add routes once ready),
  * behind the caller's guard; the first request builds a private Fastify instance that holds

@@ -1,6 +1,6 @@
 /**
  * Queue depth and connected workers read with plain ioredis: what BullMQ's Queue.getJobCounts and
- * getWorkersCount answer, without loading BullMQ (about 15 MB of RSS) into processes that only
+ * getWorkersCount answer, without loading BullMQ (megabytes of RSS) into processes that only
  * report on the queue: a reader-only process's /metrics, `oddsfiles status`.
  *
  * The layout read here is BullMQ 5's: `<prefix>:<queue>:wait|paused|active` are lists, every other

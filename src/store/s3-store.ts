@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   DeleteObjectCommand,
@@ -12,6 +11,7 @@ import {
 import type { Config } from '../config.js';
 import { OddsfilesError, StoreNotFoundError, StoreUnavailableError } from '../errors.js';
 import { assertValidKey, type Store } from './store.js';
+import { sha256Hex } from '../sha256.js';
 
 /** User metadata holding the SHA-256 of the body, checked on every get(). */
 const SHA256_META = 'sha256';
@@ -63,7 +63,7 @@ export function createS3Store(url: string, s3: Config['s3']): Store {
             Body: bytes,
             ContentLength: bytes.length,
             ContentType: contentType ?? (key.endsWith('.json') ? 'application/json' : 'application/octet-stream'),
-            Metadata: { [SHA256_META]: sha256(bytes) },
+            Metadata: { [SHA256_META]: sha256Hex(bytes) },
           }),
         );
       } catch (err) {
@@ -93,7 +93,7 @@ export function createS3Store(url: string, s3: Config['s3']): Store {
         if (body !== undefined) {
           const expected = res.Metadata?.[SHA256_META];
           const lengthOk = res.ContentLength === undefined || res.ContentLength === body.length;
-          if (lengthOk && (expected === undefined || expected === sha256(body))) return body;
+          if (lengthOk && (expected === undefined || expected === sha256Hex(body))) return body;
           failure = new Error('body does not match its length or checksum');
         }
         if (attempt >= GET_ATTEMPTS) throw toStoreError(failure, `get ${key}`);
@@ -158,10 +158,6 @@ function parseS3Url(url: string): { bucket: string; prefix: string } {
     .filter((s) => s !== '')
     .join('/');
   return { bucket: m[1]!, prefix };
-}
-
-function sha256(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 /**

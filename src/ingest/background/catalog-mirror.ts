@@ -1,8 +1,8 @@
 /**
  * The catalog as of the manifest writer's last write, kept in memory (each entry's JSON, as Redis
  * stores it) so that a write costs O(commits since) rather than O(feeds): re-reading the whole
- * catalog (HGETALL, every entry parsed and serialized again) for each write cost ~40 % of the
- * throughput at 3,800 feeds. This process's own commits are applied to it; the whole catalog is
+ * catalog (HGETALL, every entry parsed and serialized again) for each write cost a large part of
+ * the ingest throughput with thousands of feeds. This process's own commits are applied to it; the whole catalog is
  * read again when the catalog's seq shows a commit this process did not make (another worker),
  * when a commit came without its entry, and after forget().
  */

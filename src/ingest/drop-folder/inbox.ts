@@ -3,13 +3,14 @@
  * name that records who claimed it, so a new drop under the same filename can land while the old
  * one is processed, and a crash leaves the claimed drop where the next start finds it.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync, renameSync } from 'node:fs';
 import { mkdir, rename } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RejectionError } from '../../errors.js';
 import { SYNC_IO_MAX_BYTES, closeFd, fstatFd, openFd, readFd } from '../../sync-io.js';
 import { isMissing } from '../../missing.js';
+import { sha256Hex } from '../../sha256.js';
 
 export const PROCESSING_DIR = '.processing';
 
@@ -42,7 +43,7 @@ const NAME_MAX = 255;
 export function claimFileName(claimId: string, name: string): string {
   const full = `${claimId}--${name}`;
   if (Buffer.byteLength(full) <= NAME_MAX) return full;
-  const hash = createHash('sha256').update(name).digest('hex').slice(0, 16);
+  const hash = sha256Hex(name).slice(0, 16);
   const room = NAME_MAX - Buffer.byteLength(`${claimId}--~${hash}`);
   const chars = Array.from(name);
   let cut = '';

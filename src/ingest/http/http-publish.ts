@@ -10,7 +10,6 @@
  * Loaded by service.ts with import() only where the reader takes PUTs (publish.http): it loads
  * BullMQ and the document validator.
  */
-import { createHash } from 'node:crypto';
 import { QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Catalog } from '../../catalog/redis-catalog.js';
@@ -26,6 +25,7 @@ import { decideAgainst } from '../publish/decide.js';
 import { newClaimId } from '../drop-folder/inbox.js';
 import { enqueueClaim, type IngestQueue, type IngestResult } from '../queue.js';
 import { stagedKey } from './staged.js';
+import { sha256Hex } from '../../sha256.js';
 
 export interface HttpPublisherDeps {
   readonly config: Pick<Config, 'limits' | 'publish' | 'redis'>;
@@ -90,8 +90,8 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
       throw err;
     }
     const current = await currentP;
-    const sha256 = sha256Of(doc.bytes);
-    const would = decideAgainst(current, { sha256, sourceSha256: doc.stamped ? sha256Of(bytes) : undefined, generatedAtMs: doc.generatedAtMs }) ?? 'published';
+    const sha256 = sha256Hex(doc.bytes);
+    const would = decideAgainst(current, { sha256, sourceSha256: doc.stamped ? sha256Hex(bytes) : undefined, generatedAtMs: doc.generatedAtMs }) ?? 'published';
     return {
       outcome: 'valid',
       would,
@@ -120,8 +120,4 @@ function outcomeOf(r: IngestResult): PublishOutcome {
       return { outcome: 'rejected', reason: r.reason ?? 'unknown', detail: r.detail ?? '', rejectionId: r.rejectionId };
   }
   throw new Error(`the upload's job ended ${r.outcome} without settling it`);
-}
-
-function sha256Of(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }

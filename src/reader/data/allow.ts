@@ -2,9 +2,9 @@
  * What a principal may list: the servable filenames its allow-list matches, sorted, as the JSON
  * body of `GET /v1/files`. Computed once per allow-list and published set, not per request.
  */
-import { createHash } from 'node:crypto';
 import type { Principal } from '../../keys/ring.js';
 import type { PublishedCache } from './cache.js';
+import { sha256Hex } from '../../sha256.js';
 
 export interface FileList {
   readonly files: readonly string[];
@@ -27,7 +27,7 @@ export function createFileLists(published: Pick<PublishedCache, 'generation' | '
       if (hit && hit.generation === generation) return hit.list;
       const files = published.filenames().filter((f) => principal.allows(f));
       const body = Buffer.from(JSON.stringify({ files }));
-      const etag = `"l-${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+      const etag = `"l-${sha256Hex(body).slice(0, 32)}"`;
       const list = { files, body, etag };
       memo.set(principal.patterns, { generation, list });
       return list;

@@ -62,8 +62,8 @@ export function createCodingNegotiator(maxEntries = 256): (header: string | unde
 export type CompressedCoding = Exclude<Coding, 'identity'>;
 
 /**
- * gzip at level 6, brotli at quality 5: both take a few ms per 200 KB and leave about a tenth of
- * it; made once per version and coding, on the first request that accepts the coding (variants.ts).
+ * gzip at level 6, brotli at quality 5: cheap enough to make on a request, and they leave a
+ * small part of the bytes; made once per version and coding, on the first request that accepts the coding (variants.ts).
  */
 export function compress(bytes: Buffer, coding: CompressedCoding): Promise<Buffer> {
   return coding === 'gzip' ? gzipAsync(bytes, GZIP_OPTIONS) : brotliAsync(bytes, brotliOptions(bytes.length));

@@ -1,6 +1,6 @@
 /**
- * Compressed variants, made on demand: the first request that accepts a coding makes it (about
- * 2 ms of a thread-pool thread for gzip of 200 KB, 3 ms for br), every request asking for it
+ * Compressed variants, made on demand: the first request that accepts a coding makes it (on a
+ * thread-pool thread), every request asking for it
  * meanwhile waits for that same one, and the result stays with the version. A version nobody asks
  * for compressed is never compressed, so a live feed replaced several times a second costs
  * compression only as often as it is read, and publishing never waits for it.

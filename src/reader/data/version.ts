@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { CatalogEntry } from '../../catalog/types.js';
 import type { Coding } from './encoding.js';
+import { sha256Hex } from '../../sha256.js';
 
 export interface Variant {
   readonly coding: Coding;
@@ -34,7 +35,7 @@ export class VersionMismatchError extends Error {}
 
 /** A version from bytes read back from the store: they must hash to what the catalog names. */
 export function makeVersion(entry: CatalogEntry, seq: number, bytes: Buffer): Version {
-  return checked(entry, seq, bytes, createHash('sha256').update(bytes).digest('hex'));
+  return checked(entry, seq, bytes, sha256Hex(bytes));
 }
 
 /**

@@ -5,11 +5,11 @@
  * (a version published before documents had to be I-JSON: a number past a double) has no digest
  * and no patches: it is served whole.
  */
-import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { compressSync } from '../data/encoding.js';
 import type { Json } from './merge-patch.js';
 import { makePatches, type Im } from './patches.js';
+import { sha256Hex } from '../../sha256.js';
 
 export type Encoded = Readonly<Record<'identity' | 'gzip' | 'br', Buffer>>;
 export type Patches = Partial<Record<Im, Encoded>>;
@@ -31,7 +31,7 @@ export function buildFacts(to: Buffer, from?: Buffer): Built {
     canonical = undefined; // e.g. Infinity: no canonical form
   }
   if (canonical === undefined) return { digest: null, patches: {} };
-  const digest = createHash('sha256').update(canonical).digest('hex');
+  const digest = sha256Hex(canonical);
   if (from === undefined) return { digest, patches: {} };
   const base = JSON.parse(from.toString('utf8')) as Json;
   const patches: Patches = {};
