@@ -90,7 +90,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const keepWrittenSince = async <C extends { readonly claim: ClaimRef }>(list: readonly C[]): Promise<C[]> => {
     const out: C[] = [];
     for (const c of list) {
-      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen))) {
+      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen, syncIoMaxBytes))) {
         log.info({ path: c.claim.path }, 'a settled drop was written again in place: its claim stays and is processed again once quiet');
         continue;
       }

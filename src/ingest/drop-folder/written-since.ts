@@ -9,9 +9,10 @@
  * of the read leaves them alike, so when the read came that close after the last write, the bytes
  * are read again and compared by their SHA-256.
  */
+import { lstatSync, type Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { sha256Hex } from '../../sha256.js';
-import { ifExists } from '../../missing.js';
+import { ifExists, isMissing } from '../../missing.js';
 import { readClaim, type ClaimRead } from './inbox.js';
 
 /** What was read of a claim: its fstat before the read, and the SHA-256 of the bytes read. */
@@ -35,15 +36,26 @@ export function seenClaim(read: ClaimRead, sha256: string): SeenClaim {
   return { size: read.size, mtimeMs: read.mtimeMs, ctimeMs: read.ctimeMs, ino: read.ino, statAtMs: read.statAtMs, sha256 };
 }
 
-/** True when the claim at `path` holds other content than was seen; false when it is unchanged or gone. */
-export async function writtenSince(path: string, seen: SeenClaim): Promise<boolean> {
-  const st = await ifExists(lstat(path));
+/**
+ * True when the claim at `path` holds other content than was seen; false when it is unchanged or
+ * gone. `syncIoMaxBytes` (`ingest.sync_io_max_bytes`): above 0, the lstat (and a re-read up to
+ * that size) is synchronous, microseconds on a local folder (src/sync-io.ts).
+ */
+export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes = 0): Promise<boolean> {
+  let st: Stats | undefined;
+  if (syncIoMaxBytes > 0) {
+    try {
+      st = lstatSync(path);
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+    }
+  } else st = await ifExists(lstat(path));
   if (!st) return false;
   if (st.size !== seen.size || st.mtimeMs !== seen.mtimeMs || st.ctimeMs !== seen.ctimeMs || st.ino !== seen.ino) return true;
   if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
-    return sha256Hex((await readClaim(path, seen.size, undefined, 0)).bytes) !== seen.sha256;
+    return sha256Hex((await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes) !== seen.sha256;
   } catch {
     // Gone, or no longer readable as a drop: let the next look decide.
     return false;

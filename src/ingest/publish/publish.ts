@@ -115,7 +115,7 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
   for (;;) {
     const { result, seen } = await settleOnce(ctx, claim, receivedAt, hold);
     if (seen === undefined) return result;
-    const again = await writtenSince(claim.path, seen);
+    const again = await writtenSince(claim.path, seen, config.ingest.syncIoMaxBytes);
     if (!again) {
       // Removed only now, unchanged since it was read (a published or unchanged drop's claim goes
       // after the manifest, which checks the same).
