@@ -70,6 +70,41 @@ describe('drops written in place', () => {
     expect(await readdir(join(dataDir, 'rejected')).catch(() => [])).toEqual([]);
   });
 
+  it('publishes the newest complete content of a file rewritten through its open descriptor while it is processed', async () => {
+    // Several trials, each on a feed of its own: the rewrites land before, during and after the
+    // worker's read and validation of the earlier versions, as the scheduler has it.
+    const names = ['bluewater_soccer', 'bluewater_basketball', 'goldcrest_soccer', 'goldcrest_basketball', 'hillview_soccer', 'hillview_basketball'];
+    const feeds = names.map((n) => EXAMPLE_FEEDS.find((f) => f.filename === `site_live_${n}.json`)!);
+    // Every version made first (about 200 KB each: long enough to validate), newer each time (newest wins).
+    const versions = feeds.map((feed, trial) =>
+      [0, 1, 2, 3, 4].map((v) => generateDocument(feed, { generatedAt: new Date(Date.UTC(2026, 10, 22, 10, trial, v)).toISOString(), targetBytes: 200_000 })),
+    );
+    const finals = await Promise.all(
+      feeds.map(async (feed, trial) => {
+        const fh = await open(join(inbox, feed.filename), 'w');
+        for (const bytes of versions[trial]!) {
+          await fh.truncate(0);
+          await fh.write(bytes, 0, bytes.length, 0);
+          await sleep(20);
+        }
+        await fh.close();
+        return { feed, last: versions[trial]!.at(-1)! };
+      }),
+    );
+    for (const { feed, last } of finals) {
+      const entry = await waitFor(
+        async () => {
+          const e = (await readCatalog(prefix)).get(feed.filename);
+          return e?.sha256 === sha256(last) ? e : undefined;
+        },
+        60_000,
+        `the final version of ${feed.filename} published`,
+      );
+      expect(entry.generatedAt).toBe(JSON.parse(last.toString()).generated_at);
+    }
+    await waitFor(async () => (await pendingDrops(inbox)).length === 0, 30_000, 'an empty inbox');
+  }, 120_000);
+
   it('rejects an invalid document written in place only after it stops changing', async () => {
     const name = 'site_live_redstone_soccer.json';
     const fh = await open(join(inbox, name), 'w');

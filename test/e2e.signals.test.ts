@@ -1,7 +1,8 @@
 /**
- * Signals over the real command: the first SIGTERM drains, a second one while draining exits at
- * once with status 1 and says so (docs/operations.md, "Stopping"); and `npm start` stopped by a
- * SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
+ * Signals over the real command: the first SIGTERM drains, a second one while draining (more than
+ * a second after the first) exits at once with status 1 and says so (docs/operations.md,
+ * "Stopping"); Ctrl-C on `npm start` (SIGINT to the whole process group, which reaches the service
+ * twice) drains once and exits 0; and `npm start` stopped by a SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
  * signal on), leaving no process behind and the port free.
  */
 import { once } from 'node:events';
@@ -37,7 +38,9 @@ describe('oddsfiles start: signals', () => {
     const closed = once(svc.proc, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
     svc.proc.kill('SIGTERM');
     await svc.waitForLog((l) => l.msg === 'stopping: draining in-flight work');
-    await sleep(300);
+    // A signal within a second of the first is the same one (one Ctrl-C reaches it twice under
+    // npm): a second signal is one that comes later.
+    await sleep(1300);
     expect(svc.proc.exitCode, 'still draining when the second signal comes').toBe(null);
     svc.proc.kill('SIGTERM');
     const [code, signal] = await closed;
@@ -72,6 +75,33 @@ describe('npm start', () => {
     if (servicePid !== undefined && alive(servicePid)) process.kill(servicePid, 'SIGKILL');
     await dropPrefix(prefix);
   });
+
+  it('Ctrl-C (SIGINT to the whole process group: npm and the service, npm passing its own on) drains once and exits 0', async () => {
+    const port = await freePort();
+    const env = baseEnv(await makeDataDir('e2e-npm-ctrl-c'), prefix, { PORT: String(port) });
+    // npm leads a process group of its own, as a terminal's foreground job does.
+    const npm = spawnTracked('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    npm.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    npm.stderr.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const exited = once(npm, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+    const lines = () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { msg?: string; pid?: number; signal?: string });
+    const started = await waitFor(() => lines().find((l) => l.msg === 'oddsfiles started'), 30_000, 'the service started under npm');
+    servicePid = started.pid!;
+    // What the terminal does on Ctrl-C: one SIGINT to every process of the foreground group.
+    process.kill(-npm.pid!, 'SIGINT');
+    const [code, signal] = await exited;
+    await waitFor(() => !alive(servicePid!), 15_000, 'the service process gone');
+    expect({ code, signal }, out.slice(-2000)).toEqual({ code: 0, signal: null });
+    expect(lines().filter((l) => l.msg === 'stopping: draining in-flight work')).toHaveLength(1);
+    expect(lines().some((l) => l.msg === 'stopped')).toBe(true);
+    expect(out).not.toContain('second signal');
+    expect(await portFree(port)).toBe(true);
+  }, 60_000);
 
   it('a SIGTERM to npm stops the service: no process left, the port free', async () => {
     const port = await freePort();

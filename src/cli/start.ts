@@ -5,6 +5,9 @@ import { createLogger, flushLogger } from '../log.js';
 import { ROLES, startService, type Role } from '../service.js';
 import type { CliContext } from './context.js';
 
+/** A signal within this long of the first one counts as the same (see stop below). */
+const SAME_SIGNAL_MS = 1000;
+
 export function parseRoles(text: string): Role[] {
   const roles = text
     .split(',')
@@ -30,15 +33,19 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
       // Buffered, asynchronous writes when stdout is not a terminal (a request line each request).
       const log = createLogger({ level: config.logLevel, async: true });
       const service = await startService(config, roles, log);
+      let firstAt: number | undefined;
       await new Promise<void>((resolve) => {
-        let stopping = false;
         const stop = (signal: string) => {
-          if (stopping) {
+          if (firstAt !== undefined) {
+            // One Ctrl-C reaches the service twice under `npm start`: the terminal signals the
+            // whole process group, and npm passes its own on, a few ms apart. A signal this close
+            // to the first is the same keypress.
+            if (performance.now() - firstAt < SAME_SIGNAL_MS) return;
             // process.exit runs the 'exit' handlers: pino writes what it buffers synchronously.
             log.warn('second signal: exiting now');
             process.exit(1);
           }
-          stopping = true;
+          firstAt = performance.now();
           log.info({ signal }, 'stopping: draining in-flight work');
           service.close().then(resolve, resolve);
         };
@@ -49,5 +56,9 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
       });
       log.info('stopped');
       await flushLogger(log);
+      // The same keypress's later copy (npm passes its signal on when it gets to it) must still
+      // find the handler: arriving while the process exits, it would kill it with that signal.
+      const sameUntil = (firstAt ?? 0) + SAME_SIGNAL_MS - performance.now();
+      if (sameUntil > 0) await new Promise((resolve) => setTimeout(resolve, sameUntil));
     });
 }

@@ -7,22 +7,32 @@
 import { unlinkSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import type { Logger } from '../../log.js';
+import { writtenSince, type SeenClaim } from '../drop-folder/written-since.js';
 import { inBatches } from './cleanup-batch.js';
 import { isMissing } from '../../missing.js';
 
+/**
+ * A settled claim: its path, and what was read of it when it was settled. With `seen`, a claim
+ * written since (a writer rewriting it in place: written-since.ts) is kept, not removed: recovery
+ * queues it again once quiet, so its newer content is processed too.
+ */
+export type ClaimRef = string | { readonly path: string; readonly seen: SeenClaim };
+
+const pathOf = (c: ClaimRef): string => (typeof c === 'string' ? c : c.path);
+
 export interface ClaimRemoval {
-  /** Remove `path` once a manifest covering `seq` is written; `bytes`: the drop's size, when known. */
-  afterManifest(seq: number, path: string, bytes?: number): void;
-  /** Remove `path` after the next check of the manifest. */
-  afterCheck(path: string): void;
+  /** Remove the claim once a manifest covering `seq` is written; `bytes`: the drop's size, when known. */
+  afterManifest(seq: number, claim: ClaimRef, bytes?: number): void;
+  /** Remove the claim after the next check of the manifest. */
+  afterCheck(claim: ClaimRef): void;
   /** Whether claims wait for a check. */
   awaitingCheck(): boolean;
   /** The claims waiting for a check, handed to the check about to start. */
-  takeChecks(): string[];
+  takeChecks(): ClaimRef[];
   /** The check those claims were handed to failed: they wait for the next one. */
-  putBackChecks(paths: readonly string[]): void;
+  putBackChecks(claims: readonly ClaimRef[]): void;
   /** Remove claims whose check is done. */
-  removeChecked(paths: readonly string[]): Promise<void>;
+  removeChecked(claims: readonly ClaimRef[]): Promise<void>;
   /** Remove the claims a manifest at `written` covers. */
   removeCovered(written: number): Promise<void>;
   /** Claims waiting (for a manifest or a check). */
@@ -40,7 +50,7 @@ export interface ClaimRemovalOptions {
 
 interface PendingClaim {
   readonly seq: number;
-  readonly path: string;
+  readonly claim: ClaimRef;
   readonly bytes?: number;
 }
 
@@ -48,7 +58,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const { log } = opts;
   const syncIoMaxBytes = opts.syncIoMaxBytes ?? 0;
   let covered: PendingClaim[] = [];
-  let checks: string[] = [];
+  let checks: ClaimRef[] = [];
 
   const notRemoved = (err: NodeJS.ErrnoException, path: string) => {
     if (!isMissing(err)) log.warn({ err: { message: err.message }, path }, 'could not remove a settled claim; recovery will settle it again');
@@ -59,27 +69,42 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
    * a hop to the thread pool costs 0.1–0.3 ms: src/sync-io.ts), the others on the thread pool,
    * CLEANUP_BATCH at a time.
    */
-  const remove = async (list: readonly { readonly path: string; readonly bytes?: number }[]) => {
+  const remove = async (all: readonly { readonly claim: ClaimRef; readonly bytes?: number }[]) => {
+    const list = await keepWrittenSince(all);
     const later: string[] = [];
     for (const c of list) {
-      if (c.bytes === undefined || c.bytes > syncIoMaxBytes) later.push(c.path);
+      const path = pathOf(c.claim);
+      if (c.bytes === undefined || c.bytes > syncIoMaxBytes) later.push(path);
       else {
         try {
-          unlinkSync(c.path);
+          unlinkSync(path);
         } catch (err) {
-          notRemoved(err as NodeJS.ErrnoException, c.path);
+          notRemoved(err as NodeJS.ErrnoException, path);
         }
       }
     }
     await inBatches(later, (path) => unlink(path).catch((err: NodeJS.ErrnoException) => notRemoved(err, path)));
   };
 
+  /** The claims to remove: those not written since they were read (the others stay, for recovery). */
+  const keepWrittenSince = async <C extends { readonly claim: ClaimRef }>(list: readonly C[]): Promise<C[]> => {
+    const out: C[] = [];
+    for (const c of list) {
+      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen, syncIoMaxBytes))) {
+        log.info({ path: c.claim.path }, 'a settled drop was written again in place: its claim stays and is processed again once quiet');
+        continue;
+      }
+      out.push(c);
+    }
+    return out;
+  };
+
   return {
-    afterManifest(seq, path, bytes) {
-      covered.push(bytes !== undefined ? { seq, path, bytes } : { seq, path });
+    afterManifest(seq, claim, bytes) {
+      covered.push(bytes !== undefined ? { seq, claim, bytes } : { seq, claim });
     },
-    afterCheck(path) {
-      checks.push(path);
+    afterCheck(claim) {
+      checks.push(claim);
     },
     awaitingCheck: () => checks.length > 0,
     takeChecks() {
@@ -87,10 +112,10 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
       checks = [];
       return taken;
     },
-    putBackChecks(paths) {
-      checks.push(...paths);
+    putBackChecks(claims) {
+      checks.push(...claims);
     },
-    removeChecked: (paths) => remove(paths.map((path) => ({ path }))),
+    removeChecked: (claims) => remove(claims.map((claim) => ({ claim }))),
     async removeCovered(written) {
       const due = covered.filter((c) => c.seq <= written);
       covered = covered.filter((c) => c.seq > written);

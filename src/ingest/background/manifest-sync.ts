@@ -31,7 +31,7 @@ import type { Logger } from '../../log.js';
 import { MANIFEST_KEY, type Store } from '../../store/store.js';
 import { createBackgroundStep } from './background-step.js';
 import { createCatalogMirror } from './catalog-mirror.js';
-import { createClaimRemoval } from './claim-removal.js';
+import { createClaimRemoval, type ClaimRef } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
 
@@ -43,12 +43,12 @@ export interface ManifestWriter {
     seq: number,
     filename: string,
     evicted: readonly string[],
-    claim: string,
+    claim: ClaimRef,
     entry?: CatalogEntry,
     history?: { readonly added: string; readonly removed: readonly string[] },
   ): void;
   /** Compare the manifest with the catalog soon (writing it if behind), then remove `claim`. */
-  check(claim: string): void;
+  check(claim: ClaimRef): void;
   /** Write what is pending and remove the claims waiting for it; rejects if the store or Redis fail. */
   flush(): Promise<void>;
   /** Claims waiting for a manifest write. */

@@ -114,11 +114,15 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string,
   return { claimId, name, path };
 }
 
-/** What readClaim read, with the size and mtime of the file (its fstat, taken before reading). */
+/** What readClaim read, with the size and times of the file (its fstat, taken before reading). */
 export interface ClaimRead {
   readonly bytes: Buffer;
   readonly size: number;
   readonly mtimeMs: number;
+  readonly ctimeMs: number;
+  readonly ino: number;
+  /** When that fstat was taken (Date.now()). */
+  readonly statAtMs: number;
 }
 
 /**
@@ -152,6 +156,7 @@ export async function readClaim(
   }
   try {
     const st = syncOk ? fstatSync(fd) : await fstatFd(fd);
+    const statAtMs = Date.now();
     if (!st.isFile())
       throw new RejectionError('unknown_filename', `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : 'a special file'})`);
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
@@ -168,7 +173,7 @@ export async function readClaim(
       if (filled === buf.length) break;
     }
     if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
-    return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs };
+    return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, statAtMs };
   } finally {
     if (syncOk) closeSync(fd);
     else await closeFd(fd);

@@ -8,7 +8,7 @@
 import { lstat } from 'node:fs/promises';
 import type { Config } from '../../config.js';
 import { RejectionError, type RejectionReason } from '../../errors.js';
-import { readClaim } from './inbox.js';
+import { readClaim, type ClaimRead } from './inbox.js';
 import { ifExists } from '../../missing.js';
 
 /**
@@ -40,7 +40,7 @@ export async function readSettled<T>(
   path: string,
   config: Pick<Config, 'limits' | 'ingest'>,
   beforeRead: (size: number) => Promise<void>,
-  validate: (raw: Buffer) => T,
+  validate: (raw: Buffer, read: ClaimRead) => T,
 ): Promise<T> {
   const { settleMs, settleMaxMs } = config.ingest;
   const deadline = Date.now() + settleMaxMs;
@@ -49,7 +49,7 @@ export async function readSettled<T>(
     const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes);
     let err: RejectionError;
     try {
-      return validate(read.bytes);
+      return validate(read.bytes, read);
     } catch (e) {
       if (!(e instanceof RejectionError)) throw e;
       err = e;

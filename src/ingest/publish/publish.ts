@@ -17,7 +17,8 @@ import type { Logger } from '../../log.js';
 import { sha256Hex } from '../../sha256.js';
 import { objectKey, type Store } from '../../store/store.js';
 import type { CarryPolicy } from './carry.js';
-import type { Claim } from '../drop-folder/inbox.js';
+import type { Claim, ClaimRead } from '../drop-folder/inbox.js';
+import { seenClaim, writtenSince, type SeenClaim } from '../drop-folder/written-since.js';
 import { decideAgainst } from './decide.js';
 import { createManifestWriter, type ManifestWriter } from '../background/manifest-sync.js';
 import { parkRejectedClaim, rejectionId, writeRejection, type RejectionRecord } from '../rejections/rejected.js';
@@ -101,8 +102,47 @@ interface PublishContext {
   readonly manifest: ManifestWriter;
 }
 
-/** One drop, from its claim to its outcome; `hold` takes its bytes' share of the budget. */
+/**
+ * One drop, from its claim to its outcome; `hold` takes its bytes' share of the budget. A claim
+ * written again while it was processed (a writer holding it open, rewriting in place) holds newer
+ * content than the outcome was decided on: it is processed again, until it is unchanged after its
+ * outcome (or for `ingest.settle_max`; then its claim stays for recovery), so that the newest
+ * complete content is always the one published, or rejected with its reason.
+ */
 async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date, hold: (size: number) => Promise<void>): Promise<DropResult> {
+  const { config, log } = ctx.deps;
+  const deadline = Date.now() + config.ingest.settleMaxMs;
+  for (;;) {
+    const { result, seen } = await settleOnce(ctx, claim, receivedAt, hold);
+    if (seen === undefined) return result;
+    const again = await writtenSince(claim.path, seen, config.ingest.syncIoMaxBytes);
+    if (!again) {
+      // Removed only now, unchanged since it was read (a published or unchanged drop's claim goes
+      // after the manifest, which checks the same).
+      if (result.outcome === 'superseded') await ifExists(unlink(claim.path));
+      return result;
+    }
+    if (Date.now() >= deadline) {
+      log.warn(
+        { filename: claim.name, claimId: claim.claimId },
+        'a drop is still being rewritten in place after ingest.settle_max: its claim stays, processed again once quiet',
+      );
+      return result;
+    }
+    log.info(
+      { filename: claim.name, claimId: claim.claimId, outcome: result.outcome },
+      'the drop was written again while it was processed: processing it again',
+    );
+  }
+}
+
+/** One pass over the claim: its outcome, and what was read of it (none for a rejection: parked, late-writes.ts). */
+async function settleOnce(
+  ctx: PublishContext,
+  claim: Claim,
+  receivedAt: Date,
+  hold: (size: number) => Promise<void>,
+): Promise<{ result: DropResult; seen: SeenClaim | undefined }> {
   const t0 = performance.now();
   const laps = createLaps();
   try {
@@ -113,14 +153,13 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
     const { outcome, current, winner, carriedTo } = settled;
     if (outcome === 'unchanged') {
       // Maybe committed by an attempt that died before the manifest: the claim goes after a check.
-      ctx.manifest.check(claim.path);
+      ctx.manifest.check({ path: claim.path, seen: drop.seen });
     } else if (outcome === 'superseded') {
-      await ifExists(unlink(claim.path));
       const record = { filename: claim.name, generated_at: drop.doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
       await ctx.deps.recordSuperseded?.(record).catch((e: unknown) => ctx.deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
     }
     laps.set('total', t0, performance.now());
-    return {
+    const result: DropResult = {
       outcome,
       filename: claim.name,
       sha256: drop.sha256,
@@ -130,9 +169,10 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
       timings: laps.timings,
       ...(carriedTo !== undefined ? { carriedTo } : {}),
     };
+    return { result, seen: drop.seen };
   } catch (err) {
     if (!(err instanceof RejectionError)) throw err;
-    return rejectDrop(ctx, claim, receivedAt, err, laps, t0);
+    return { result: await rejectDrop(ctx, claim, receivedAt, err, laps, t0), seen: undefined };
   }
 }
 
@@ -148,6 +188,8 @@ interface ReadDrop {
   readonly early: CommitOutcome | undefined;
   /** When validation ended (the store lap starts there). */
   readonly validatedAt: number;
+  /** What was read of the claim (to tell whether it is written again). */
+  readonly seen: SeenClaim;
 }
 
 /** Reads and validates the drop, and decides what it can against the published entry. */
@@ -162,9 +204,11 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
   currentP.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
   let readAt = t0;
   let received: Buffer = Buffer.alloc(0);
-  const doc = await readSettled(claim.path, deps.config, hold, (raw) => {
+  let read: ClaimRead | undefined;
+  const doc = await readSettled(claim.path, deps.config, hold, (raw, r) => {
     readAt = performance.now();
     received = raw;
+    read = r;
     return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
   });
   laps.set('read', t0, readAt);
@@ -173,7 +217,7 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
   const validatedAt = laps.lap('validate', readAt);
   const current = await currentP;
   const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
-  return { feed, doc, sha256, sourceSha256, current, early, validatedAt };
+  return { feed, doc, sha256, sourceSha256, current, early, validatedAt, seen: seenClaim(read!, sourceSha256 ?? sha256) };
 }
 
 interface Settled {
@@ -232,7 +276,7 @@ async function commitDrop(ctx: PublishContext, claim: Claim, drop: ReadDrop, lap
       }
     }
     // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
-    manifest.committed(result.seq, feed.filename, result.evicted, claim.path, entry, result.history);
+    manifest.committed(result.seq, feed.filename, result.evicted, { path: claim.path, seen: drop.seen }, entry, result.history);
   }
   const winner = result.outcome === 'superseded' ? result.current.generatedAt : undefined;
   return { outcome: result.outcome, current: result.current, winner, carriedTo };

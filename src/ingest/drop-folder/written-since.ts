@@ -1,0 +1,63 @@
+/**
+ * Whether a claimed drop was written after it was read. A writer that holds the file open (it
+ * truncates and writes in place) goes on writing into the claim: once its outcome is settled, a
+ * claim written since holds newer content, so it is processed again instead of removed (the
+ * publish step loops; a removal that finds it written leaves it to recovery).
+ *
+ * The file's size, mtime, ctime and inode are compared with the fstat taken before the read. A
+ * kernel stamps times from a coarse clock (a few ms): a rewrite of the same size within that tick
+ * of the read leaves them alike, so when the read came that close after the last write, the bytes
+ * are read again and compared by their SHA-256.
+ */
+import { lstatSync, type Stats } from 'node:fs';
+import { lstat } from 'node:fs/promises';
+import { sha256Hex } from '../../sha256.js';
+import { ifExists, isMissing } from '../../missing.js';
+import { readClaim, type ClaimRead } from './inbox.js';
+
+/** What was read of a claim: its fstat before the read, and the SHA-256 of the bytes read. */
+export interface SeenClaim {
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly ctimeMs: number;
+  readonly ino: number;
+  readonly statAtMs: number;
+  readonly sha256: string;
+}
+
+/**
+ * How close (ms) to the last write a read must come for equal times to prove nothing: the
+ * coarse clock's tick, with room for a network filesystem's clock.
+ */
+const SAME_TICK_MS = 50;
+
+/** `sha256`: of `read.bytes` (the publish step has it already). */
+export function seenClaim(read: ClaimRead, sha256: string): SeenClaim {
+  return { size: read.size, mtimeMs: read.mtimeMs, ctimeMs: read.ctimeMs, ino: read.ino, statAtMs: read.statAtMs, sha256 };
+}
+
+/**
+ * True when the claim at `path` holds other content than was seen; false when it is unchanged or
+ * gone. `syncIoMaxBytes` (`ingest.sync_io_max_bytes`): above 0, the lstat (and a re-read up to
+ * that size) is synchronous, microseconds on a local folder (src/sync-io.ts).
+ */
+export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes = 0): Promise<boolean> {
+  let st: Stats | undefined;
+  if (syncIoMaxBytes > 0) {
+    try {
+      st = lstatSync(path);
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+    }
+  } else st = await ifExists(lstat(path));
+  if (!st) return false;
+  if (st.size !== seen.size || st.mtimeMs !== seen.mtimeMs || st.ctimeMs !== seen.ctimeMs || st.ino !== seen.ino) return true;
+  if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
+  try {
+    // Read only when its size is still the one seen: at most that many bytes.
+    return sha256Hex((await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes) !== seen.sha256;
+  } catch {
+    // Gone, or no longer readable as a drop: let the next look decide.
+    return false;
+  }
+}
