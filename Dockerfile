@@ -7,6 +7,10 @@ COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY bin ./bin
 COPY schemas ./schemas
+# The consumers' client, a workspace the `mirror` command loads.
+COPY packages/client/package.json packages/client/tsconfig.json ./packages/client/
+COPY packages/client/src ./packages/client/src
+COPY packages/client/bin ./packages/client/bin
 # npm ci runs `prepare` (the TypeScript build into dist/), then the dev dependencies go.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
@@ -26,6 +30,8 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/schemas ./schemas
+COPY --from=build /app/packages/client/package.json ./packages/client/
+COPY --from=build /app/packages/client/dist ./packages/client/dist
 # The folders the inbox and rejected volumes are mounted on, owned by the user the service runs
 # as: an empty named volume takes the owner of the folder it is mounted on, so the watcher and
 # workers (user node, uid 1000) can create INBOX_DIR/.processing and write REJECTED_DIR.

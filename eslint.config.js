@@ -6,7 +6,7 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'var/', 'node_modules/', 'coverage/'] },
+  { ignores: ['**/dist/', 'var/', '**/node_modules/', 'coverage/'] },
   js.configs.recommended,
   { files: ['**/*.{js,mjs}'], languageOptions: { globals: globals.node } },
   ...tseslint.configs.recommended,

@@ -115,7 +115,7 @@ export const HTTP_PROBLEMS = {
   rate_limited: { status: 429, title: 'Rate limit exceeded' },
   too_many_streams: { status: 429, title: 'Too many open streams for this key' },
   too_many_uploads: { status: 429, title: 'Too many uploads at once for this key' },
-  position_gone: { status: 410, title: 'Position no longer in the change log' },
+  position_gone: { status: 410, title: 'Position not in the change log' },
   bad_request: { status: 400, title: 'Bad request' },
   uri_too_long: { status: 414, title: 'URI too long' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },

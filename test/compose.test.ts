@@ -250,7 +250,10 @@ describe('Dockerfile and .dockerignore', () => {
     expect(inbox.startsWith(`${mkdir![2]}/`)).toBe(true);
     // The user is set after the folders are made, and what the command needs at run time is copied.
     expect(runtime.indexOf('USER node')).toBeGreaterThan(runtime.indexOf('chown'));
-    for (const what of ['package.json', 'node_modules', 'dist', 'schemas']) expect(runtime).toContain(`/app/${what}`);
+    for (const what of ['package.json', 'node_modules', 'dist', 'schemas', 'packages/client/package.json', 'packages/client/dist'])
+      expect(runtime).toContain(`/app/${what}`);
+    // The workspace the lock file names is in the build stage, or `npm ci` refuses.
+    for (const what of ['packages/client/package.json', 'packages/client/src', 'packages/client/bin']) expect(dockerfile).toContain(`COPY ${what}`);
   });
 
   it('runs Node with the memory settings the memory bench measured (two malloc arenas, a 4 MB young generation)', () => {

@@ -182,10 +182,13 @@ describe('the change feed end to end', () => {
     const ahead = await get('/v1/changes?since=999999', keys.pro!);
     expect(ahead.status).toBe(410);
     expect(ahead.headers.get('content-type')).toBe('application/problem+json');
-    const problem = (await ahead.json()) as { type: string; oldest: number; position: number };
+    const problem = (await ahead.json()) as { type: string; detail: string; oldest: number; position: number };
     expect(problem.type).toBe('https://oddsfiles.dev/problems/position-gone');
     expect(problem.oldest).toBe(1);
     expect(problem.position).toBeGreaterThan(0);
+    // Said as it is: ahead of the newest position, which the detail names.
+    expect(problem.detail).toContain(`Position 999999 is ahead of the newest position, ${problem.position}`);
+    expect(problem.detail).not.toMatch(/started again/);
     for (const bad of ['abc', '-1', '1.5', '9'.repeat(30)])
       expect((await get(`/v1/changes?since=${encodeURIComponent(bad)}`, keys.pro!)).status, bad).toBe(400);
     expect((await get('/v1/changes?since=0&wait=61', keys.pro!)).status).toBe(400);

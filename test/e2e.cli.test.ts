@@ -218,7 +218,7 @@ describe('oddsfiles commands without a worker, or without Redis', () => {
     for (const [name, res] of Object.entries({ status, start })) {
       expect(res.code, name).toBe(1);
       const lines = res.stderr.trim().split('\n');
-      expect(lines, name).toHaveLength(1);
+      expect(lines, `${name}: ${res.stderr}`).toHaveLength(1);
       expect(lines[0], name).toMatch(
         new RegExp(
           `^oddsfiles: cannot reach Redis at redis://127\\.0\\.0\\.1:${port} within \\d+ s \\(connect ECONNREFUSED[^)]*\\): is redis-server running there\\? Check REDIS_URL`,

@@ -173,6 +173,17 @@ describe('history end to end', () => {
       expect(r.status, q).toBe(400);
     }
     expect((await get(`/v1/history/${LIVE}/zzz`, keys.pro!)).status).toBe(400);
+    // A zone's + sent raw arrives as a space: the 400 says to send it as %2B; sent so, it works.
+    for (const param of ['at', 'before']) {
+      const raw = await get(`/v1/history/${LIVE}?${param}=2026-01-01T12:00:00+01:00`, keys.pro!);
+      expect(raw.status, param).toBe(400);
+      const { detail } = (await raw.json()) as { detail: string };
+      expect(detail).toContain('+ must be sent as %2B');
+      expect(detail).toContain(`${param}=2026-01-01T12:00:00%2B01:00`);
+      const plain = (await (await get(`/v1/history/${LIVE}?${param}=yesterday`, keys.pro!)).json()) as { detail: string };
+      expect(plain.detail).not.toContain('%2B');
+    }
+    expect((await get(`/v1/history/${LIVE}?at=${encodeURIComponent(new Date().toISOString().replace('Z', '+00:00'))}`, keys.pro!)).status).toBe(200);
     expect((await get(`/v1/history/${LIVE}/${'0'.repeat(32)}`, keys.pro!)).status).toBe(404);
     expect((await get(`/v1/history/..%2Fetc`, keys.pro!)).status).toBe(404);
   });
@@ -219,6 +230,8 @@ describe('history end to end', () => {
   it('rebuilds the index from the store after Redis lost it', async () => {
     const before = await list();
     await waitFor(async () => (await redis.hget(`${prefix}:historyrefs:${LIVE}`, 'built')) === '1', 20_000, 'index built once');
+    // Checking the index of a healthy file against the store found nothing missing: no line says otherwise.
+    expect(svc.logs.filter((l) => /history index/.test(String(l.msg)))).toEqual([]);
     await svc.stop();
     await redis.del(`${prefix}:history:${LIVE}`, `${prefix}:historyrefs:${LIVE}`);
     svc = await startOddsfiles(env);
@@ -232,5 +245,9 @@ describe('history end to end', () => {
       'history rebuilt',
     );
     expect(after.versions).toEqual(before.versions);
+    // What was missing is said once, as a warning naming the file and how many versions.
+    const line = await svc.waitForLog((l) => l.filename === LIVE && /^history index of .* lacked/.test(String(l.msg)));
+    expect(line).toMatchObject({ level: 40, restored: before.versions.length, versions: before.versions.length });
+    expect(svc.logs.filter((l) => /history index/.test(String(l.msg)))).toHaveLength(1);
   }, 60_000);
 });

@@ -89,7 +89,8 @@ describe('drops written in place', () => {
     expect(rejected).toHaveLength(1);
     // Not before the last write plus the settle time (2 s by default).
     expect(Date.now() - started).toBeGreaterThanOrEqual(150 + 2000);
-    const log = svc.logs.find((l) => l.filename === name && l.outcome === 'rejected')!;
+    // The rejection is on disk before its log line has come through the service's stdout.
+    const log = await svc.waitForLog((l) => l.filename === name && l.outcome === 'rejected');
     expect(log.reason).toBe('invalid_json');
     // What is kept is what was judged.
     expect(await readFile(join(dataDir, 'rejected', rejected[0]!, name), 'utf8')).toBe('{"bookmaker":"redstone","events":[{"event_id":"x"}');
@@ -101,8 +102,8 @@ describe('drops written in place', () => {
     const t0 = Date.now();
     await drop(inbox, feed.filename, bytes);
     await waitFor(async () => (await readCatalog(prefix)).get(feed.filename)?.sha256 === sha256(bytes), 10_000, 'published', 5);
-    // Well below the 2 s settle time: renamed drops are not held back.
-    expect(Date.now() - t0).toBeLessThan(1000);
+    // Within the 2 s settle time (however loaded the machine): renamed drops are not held back.
+    expect(Date.now() - t0).toBeLessThan(2000);
   });
 
   it('catches a re-drop of the same name right after the previous one was claimed (no wait for the rescan)', async () => {
@@ -112,8 +113,8 @@ describe('drops written in place', () => {
       const t0 = Date.now();
       await drop(inbox, feed.filename, bytes);
       await waitFor(async () => (await readCatalog(prefix)).get(feed.filename)?.sha256 === sha256(bytes), 10_000, `version ${i} published`, 5);
-      // The rescan runs every 5 s: a missed event would show as a multi-second wait.
-      expect(Date.now() - t0, `version ${i}`).toBeLessThan(1500);
+      // The rescan takes only drops 2 × settle (4 s) old: a missed event would show as a wait of 4 s or more.
+      expect(Date.now() - t0, `version ${i}`).toBeLessThan(4000);
     }
   });
 
@@ -129,12 +130,17 @@ describe('drops written in place', () => {
     // The writer goes on: the rejected copy stays the bytes judged...
     await fh.write(bytes.subarray(10_000));
     await fh.close();
-    expect((await readFile(join(dataDir, 'rejected', rejected, feed.filename))).length).toBe(10_000);
+    // (unless a rescan has already seen the write and withdrawn it: then the folder is gone).
+    const kept = await readFile(join(dataDir, 'rejected', rejected, feed.filename)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (kept) expect(kept.length).toBe(10_000);
     // ...then the rejection is withdrawn and the whole file published.
     const entry = await waitFor(async () => (await readCatalog(prefix)).get(feed.filename), 20_000, 'the whole file published');
     expect(entry.sha256).toBe(sha256(bytes));
     expect(await rejectedIds()).not.toContain(rejected);
-    expect(svc.logs.find((l) => l.rejectionId === rejected && /withdrawn/.test(String(l.msg)))).toBeDefined();
+    await svc.waitForLog((l) => l.rejectionId === rejected && /withdrawn/.test(String(l.msg)));
     await waitFor(async () => (await pendingDrops(inbox)).length === 0, 20_000, 'an empty inbox');
   });
 });

@@ -1,7 +1,8 @@
 /**
  * `oddsfiles mirror` resuming from a position the change log no longer keeps (trimmed past it
  * while the mirror was stopped): the stream answers 410, the mirror lists again from the catalog,
- * and the folder ends with the current version of every file, none stale, then follows on.
+ * and the folder ends with the current version of every file, none stale, then follows on (with
+ * `--conflate`, which the stream takes).
  */
 import { createHash } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -39,8 +40,8 @@ describe('oddsfiles mirror after the change log moved past it', () => {
       `${name} served`,
     );
   };
-  const mirror = (dir: string) => {
-    const m = startMirror(['--url', svc.url!, '--json', dir], { PATH: process.env.PATH ?? '', ODDSFILES_KEY: key });
+  const mirror = (dir: string, extra: string[] = []) => {
+    const m = startMirror(['--url', svc.url!, '--json', ...extra, dir], { PATH: process.env.PATH ?? '', ODDSFILES_KEY: key });
     mirrors.push(m);
     return m;
   };
@@ -88,10 +89,12 @@ describe('oddsfiles mirror after the change log moved past it', () => {
     expect(gone.status).toBe(410);
     await gone.body?.cancel();
 
-    m = mirror(dir);
+    // Conflated this time: the stream's conflate parameter as the mirror passes it.
+    m = mirror(dir, ['--conflate', '200']);
     await current(dir);
     await m.waitForStderr(new RegExp(`listing again: position ${stopped} is no longer in the change log`));
-    // Only what changed was fetched again.
+    // Only what changed was fetched again (listed in name order: a refetch of FILES[1] would come first).
+    await m.waitForLine((l) => l.event === 'update' && l.filename === FILES[2]);
     const updated = m.lines.filter((l) => l.event === 'update').map((l) => l.filename);
     expect(updated.sort()).toEqual([FILES[0], FILES[2]].sort());
     // And it follows on from the catalog's position.

@@ -134,14 +134,40 @@ describe('oddsfiles mirror end to end', () => {
     expect(once.lines.at(-1)).toMatchObject({ event: 'synced', files: 3, updated: 0 });
   }, 240_000);
 
+  it("fetches whole what a patch cannot rebuild byte for byte (a layout not JSON.stringify's), and stays identical", async () => {
+    const name = 'site_live_redstone_soccer.json';
+    const make = oddsVersions(name);
+    // Compact, with a space after each colon: the patched value is right, its bytes are not.
+    const odd = () => {
+      clock += 1000;
+      return Buffer.from(JSON.stringify(JSON.parse(make(clock).toString())).replace(/":/g, '": '));
+    };
+    const dir = join(dataDir, 'odd');
+    const put = async (bytes: Buffer) => {
+      const res = await fetch(`${url}/v1/data/${name}`, { method: 'PUT', headers: { 'x-api-key': publisher }, body: bytes });
+      expect([200, 201], await res.text()).toContain(res.status);
+    };
+    let bytes = odd();
+    await put(bytes);
+    const first = mirror(['--url', url, '--once', '--json', dir]);
+    expect(await first.exited).toBe(0);
+    bytes = odd();
+    await put(bytes);
+    const second = mirror(['--url', url, '--once', '--json', dir]);
+    expect(await second.exited).toBe(0);
+    expect(second.lines.filter((l) => l.filename === name)).toMatchObject([{ event: 'update', via: 'whole', etag: etagOf(bytes) }]);
+    expect((await mirrored(dir, [name]))[name]?.equals(bytes)).toBe(true);
+  });
+
   it('runs --exec for each change with the filename and ETag, and the package command syncs the same bytes', async () => {
     const dir = join(dataDir, 'exec');
     const log = join(dataDir, 'exec.log');
     const once = mirror(['--url', url, '--once', '--exec', `echo "$ODDSFILES_EVENT $ODDSFILES_FILE $ODDSFILES_ETAG" >> ${log}`, dir]);
     expect(await once.exited).toBe(0);
     const ran = (await readFile(log, 'utf8')).trim().split('\n').sort();
-    expect(ran).toEqual(FILES.map((f) => `update ${f} ${etagOf(last[f]!)}`).sort());
-    expect(once.lines.at(-1)?.text).toMatch(/^3 files current in .* at position \d+ \(3 updated, 0 removed\)$/);
+    for (const f of FILES) expect(ran).toContain(`update ${f} ${etagOf(last[f]!)}`);
+    expect(ran).toHaveLength(4);
+    expect(once.lines.at(-1)?.text).toMatch(/^4 files current in .* at position \d+ \(4 updated, 0 removed\)$/);
 
     const own = join(dataDir, 'own');
     const pkg = mirror(['--url', url, '--once', own], [join(ROOT, 'packages/client/dist/bin/oddsfiles-mirror.js')]);

@@ -329,3 +329,57 @@ describe('the document validator', () => {
     expect(Object.prototype).not.toHaveProperty('polluted');
   });
 });
+
+describe('I-JSON (RFC 7493)', () => {
+  const onePass = createDocumentValidator({ ...config.limits, onePassMinBytes: 0 });
+  const parsed = createDocumentValidator({ ...config.limits, onePassMinBytes: Infinity });
+  const outcome = (v: typeof validate, feed: FixtureFeed, bytes: Buffer) => {
+    const info = parseFilename(registry, feed.filename)!;
+    try {
+      v({ feed: info, bookmaker: registry.bookmakers.get(info.bookmaker)!, bytes, receivedAt: NOW, now: NOW });
+      return 'published';
+    } catch (err) {
+      if (err instanceof RejectionError) return `${err.reason}: ${err.detail}`;
+      throw err;
+    }
+  };
+  /** One violation, written as JSON text that JSON.parse accepts. */
+  const violation = fc.oneof(
+    fc.constantFrom('1e400', '-1e400', '1E309', '-2e308', `1${'0'.repeat(309)}`).map((n) => ({ text: n, kind: 'number' })),
+    fc.constantFrom('"\\ud800"', '"a\\uDBFFb"', '"\\udc00"', '"x\\ude00\\ud83d"').map((s) => ({ text: s, kind: 'surrogate' })),
+  );
+
+  it('a document with a number past a double, a lone surrogate or a member twice, anywhere: not_i_json on both paths, with the same detail', () => {
+    fc.assert(
+      fc.property(
+        feedArb,
+        fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 3 }), { minKeys: 1, maxKeys: 5 }),
+        fc.oneof(violation, fc.constant({ text: '', kind: 'duplicate' })),
+        fc.nat(),
+        (feed, doc, bad, where) => {
+          const keys = Object.keys(doc);
+          const key = keys[where % keys.length]!;
+          const json = JSON.stringify(doc);
+          // The violation replaces one member's value, or the member is written twice.
+          const member = `${JSON.stringify(key)}:${JSON.stringify(doc[key])}`;
+          const i = json.indexOf(member);
+          const text =
+            bad.kind === 'duplicate'
+              ? `${json.slice(0, i)}${member},${json.slice(i)}`
+              : `${json.slice(0, i)}${JSON.stringify(key)}:${bad.text}${json.slice(i + member.length)}`;
+          const a = outcome(onePass, feed, Buffer.from(text));
+          expect(a, text).toMatch(/^not_i_json: /);
+          expect(outcome(parsed, feed, Buffer.from(text)), text).toBe(a);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('numbers that fit a double, surrogate pairs and the same name in different objects are I-JSON', () => {
+    for (const text of ['{"a":1.7976931348623157e308,"b":-1e-400,"c":"\\ud83d\\ude00","d":{"a":1},"e":[{"a":1},{"a":2}]}']) {
+      expect(outcome(onePass, EXAMPLE_FEEDS[0]!, Buffer.from(text))).toBe('published');
+      expect(outcome(parsed, EXAMPLE_FEEDS[0]!, Buffer.from(text))).toBe('published');
+    }
+  });
+});

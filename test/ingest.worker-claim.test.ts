@@ -109,8 +109,9 @@ describe('the ingest worker takes its claim', () => {
     expect(claimId).toMatch(new RegExp(`^d${jobId}-[0-9a-z]+$`));
     expect(t.calls).toEqual([{ claimId, path: claimPath(t.inbox, claimId, 'site_live_a.json'), content: 'v1' }]);
     expect(await readdir(t.inbox)).toEqual(['.processing']);
-    const line = t.logLines.find((l) => l.jobId === jobId && l.msg === 'drop published');
-    expect(typeof (line?.timings as Record<string, number>).claim).toBe('number');
+    // The job's completion can be seen (through Redis) before the worker has written its line.
+    const line = await waitFor(() => t.logLines.find((l) => l.jobId === jobId && l.msg === 'drop published'), 10_000, 'the published line');
+    expect(typeof (line.timings as Record<string, number> | undefined)?.claim).toBe('number');
   });
 
   it('a drop job whose drop is gone settles as gone without publishing', async () => {
@@ -134,9 +135,9 @@ describe('the ingest worker takes its claim', () => {
     await t.completed(dropJob);
     await t.completed(claimJob.id!);
     expect(t.calls).toEqual([]);
-    const info = t.logLines.find((l) => l.jobId === dropJob && l.outcome === 'gone');
+    const info = await waitFor(() => t.logLines.find((l) => l.jobId === dropJob && l.outcome === 'gone'), 10_000, 'the drop job gone line');
     expect(info).toMatchObject({ level: 30, msg: 'drop gone', filename: 'site_live_gone.json' });
-    const warn = t.logLines.find((l) => l.jobId === claimJob.id && l.outcome === 'gone');
+    const warn = await waitFor(() => t.logLines.find((l) => l.jobId === claimJob.id && l.outcome === 'gone'), 10_000, 'the claim job gone line');
     expect(warn).toMatchObject({ level: 40, filename: 'site_live_gone.json', claimId, inbox: t.inbox });
     expect(warn?.msg).toContain(`not in this worker's inbox ${t.inbox}`);
   });

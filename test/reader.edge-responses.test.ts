@@ -79,7 +79,7 @@ async function observe(s: Started, request: string) {
   const countsBefore = await counts(s.metrics);
   // Connection: close (where the request is parsed at all), so that the answer ends with the socket.
   const res = await rawRequest(s.port, /connection:/i.test(request) ? request : request.replace('\r\n', '\r\nConnection: close\r\n'));
-  for (let i = 0; i < 200 && requestLines(linesBefore).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; i < 2000 && requestLines(linesBefore).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
   await new Promise((r) => setTimeout(r, 50));
   const after = await counts(s.metrics);
   const added = new Map<string, number>();

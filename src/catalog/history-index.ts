@@ -57,8 +57,11 @@ export interface HistoryIndex {
   byEtag(filename: string, hex: string): Promise<HistoryVersion | undefined>;
   /** The published filenames whose history index was never rebuilt from the store (Redis lost it, or it predates history). */
   unbuilt(): Promise<string[]>;
-  /** Add the store's records of `filename` (members) and recount; marks the index built. */
-  rebuild(filename: string, members: readonly string[]): Promise<void>;
+  /**
+   * Add the store's records of `filename` (members) and recount; marks the index built. Says how
+   * many of them the index lacked (`restored`) and how many versions it holds now.
+   */
+  rebuild(filename: string, members: readonly string[]): Promise<{ restored: number; versions: number }>;
   /** Whether each (filename, sha256) is used by the current entry, the versions list or a retained publication. */
   inUse(items: readonly { readonly filename: string; readonly sha256: string }[]): Promise<boolean[]>;
 }
@@ -136,11 +139,14 @@ export function createHistoryIndex(redis: Redis, keys: RedisKeys): HistoryIndex 
     },
     async rebuild(filename, members) {
       const valid = members.filter((m) => MEMBER_RE.test(m));
+      let restored = 0;
       for (let i = 0; i < valid.length; i += 5000) {
         const chunk = valid.slice(i, i + 5000);
-        await redis.zadd(keys.history(filename), ...chunk.flatMap((m) => [Number(m.slice(0, 15)), m]));
+        // ZADD answers how many members were new: those the index had lost.
+        restored += await redis.zadd(keys.history(filename), ...chunk.flatMap((m) => [Number(m.slice(0, 15)), m]));
       }
-      await redis.eval(RECOUNT_LUA, 2, keys.history(filename), keys.historyRefs(filename));
+      const versions = Number(await redis.eval(RECOUNT_LUA, 2, keys.history(filename), keys.historyRefs(filename)));
+      return { restored, versions };
     },
     async inUse(items) {
       if (items.length === 0) return [];

@@ -53,6 +53,8 @@ export interface KeyRing {
   handleMessage(message: string): void;
   /** Call `listener` with the id of every key revoked from now on (open streams end at once). */
   onRevoked(listener: (id: string) => void): () => void;
+  /** Whether this reader has seen the key with this id revoked (a request admitted before may still be under way). */
+  isRevoked(id: string): boolean;
   readonly size: number;
 }
 
@@ -170,6 +172,7 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       revokedListeners.add(listener);
       return () => revokedListeners.delete(listener);
     },
+    isRevoked: (id) => revoked.has(id),
     handleMessage(message) {
       const change = parseKeyChange(message);
       if (change?.op === 'revoke') markRevoked(change.id);

@@ -23,7 +23,9 @@ export type PublishOutcome =
       readonly rejectionId?: string | undefined;
     }
   /** Queued, and no worker settled it in time: it will be settled; sending it again is safe. */
-  | { readonly outcome: 'pending' };
+  | { readonly outcome: 'pending' }
+  /** Not queued: `mayQueue` said no just before (the key was revoked while the upload arrived). */
+  | { readonly outcome: 'withdrawn' };
 
 /** What a dry run says: rejected as a real PUT would be, or valid and what would happen. */
 export type DryRunOutcome =
@@ -38,9 +40,10 @@ export type DryRunOutcome =
 export interface PublishPort {
   /**
    * Stage the bytes, queue them through the pipeline a drop takes, and resolve with the outcome
-   * once a worker settled it (or `pending` after the settle timeout).
+   * once a worker settled it (or `pending` after the settle timeout). `mayQueue` is asked last,
+   * right before the claim is queued: false withdraws the upload (nothing queued, `withdrawn`).
    */
-  submit(filename: string, bytes: Buffer, receivedAt: Date): Promise<PublishOutcome>;
+  submit(filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome>;
   /** Validate as the worker would and compare with what is published; nothing is written. */
   check(filename: string, bytes: Buffer, receivedAt: Date): Promise<DryRunOutcome>;
 }

@@ -246,6 +246,7 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       hub,
       published: state.published,
       maxWaitMs: config.changes.maxWaitMs,
+      onRevoked: state.keys.onRevoked,
       streamsPerKey: config.changes.streamsPerKey,
       slots: deps.streamSlots,
       onWaiting: deps.changeCounters?.waiting,

@@ -7,7 +7,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describeRecord, groupAlive, PROCESS_RECORDS_ENV, type ProcessRecord } from '../helpers/processes.js';
+import { describeRecord, killRecorded, PROCESS_RECORDS_ENV, running, type ProcessRecord } from '../helpers/processes.js';
 
 export default function setup(): (() => Promise<void>) | undefined {
   // Each project runs this global setup: the first one's folder serves the whole run, and its
@@ -19,15 +19,11 @@ export default function setup(): (() => Promise<void>) | undefined {
   return async () => {
     const left: ProcessRecord[] = [];
     for (const name of readdirSync(dir)) {
+      if (!name.endsWith('.json')) continue;
       const record = JSON.parse(readFileSync(join(dir, name), 'utf8')) as ProcessRecord;
-      if (!groupAlive(record.pid)) continue;
+      if (!running(record)) continue;
       left.push(record);
-      try {
-        process.kill(-record.pid, 'SIGCONT');
-        process.kill(-record.pid, 'SIGKILL');
-      } catch {
-        // gone meanwhile
-      }
+      killRecorded(record);
     }
     rmSync(dir, { recursive: true, force: true });
     if (left.length > 0) {

@@ -1,10 +1,11 @@
 /**
  * Getting the current version of one file: as a JSON Patch from the version held when the service
  * offers one (`A-IM: json-patch` with the held ETag), else whole. Nothing is kept that is not
- * exactly a published version: a patched document must match the answer's Json-Canonical-Sha256,
- * and every version's bytes the SHA-256 its ETag names (a patched one is written in the held
- * file's layout; when that does not give the published bytes, the whole file is fetched instead,
- * and no more patches are asked for that file).
+ * exactly a published version: every version's bytes must have the SHA-256 its ETag names. A
+ * patched document is written in the held file's layout and kept when those bytes check out
+ * (they then match the answer's Json-Canonical-Sha256 too); otherwise the whole file is fetched,
+ * and when the patched document did match Json-Canonical-Sha256 (the patch was right, the layout
+ * is not JSON.stringify's) no more patches are asked for that file.
  */
 import { etagOf, identityEtag, sha256Hex } from './digest.js';
 import { OddsfilesClientError } from './errors.js';
@@ -41,19 +42,21 @@ export function createVersionFetcher(http: Http) {
     };
   };
 
-  const patched = async (held: FileVersion, res: Response, announced: Announced | undefined): Promise<FileVersion | undefined> => {
+  /** The patched version; `layout` when the patch was right but the held layout does not rebuild the bytes; undefined when the patch failed. */
+  const patched = async (held: FileVersion, res: Response, announced: Announced | undefined): Promise<FileVersion | 'layout' | undefined> => {
     const etag = identityEtag(res.headers.get('etag'));
     const digest = res.headers.get('json-canonical-sha256');
     const layout = layoutOf(held.text());
     const body = await res.text();
-    if (etag === undefined || digest === null || layout === undefined) return undefined;
+    if (etag === undefined || layout === undefined) return undefined;
     try {
       const doc = applyPatch(held.json(), JSON.parse(body) as PatchOp[]);
-      if ((await sha256Hex(canonical(doc))) !== digest) return undefined;
       const bytes = encoder.encode(serialize(doc, layout));
-      if (etagOf(await sha256Hex(bytes)) !== etag) return undefined;
-      const meta = metaOf(res, etag, announced);
-      return makeVersion(held.filename, etag, meta.generatedAt, meta.publishedAt, bytes);
+      if (etagOf(await sha256Hex(bytes)) === etag) {
+        const meta = metaOf(res, etag, announced);
+        return makeVersion(held.filename, etag, meta.generatedAt, meta.publishedAt, bytes);
+      }
+      return digest !== null && (await sha256Hex(canonical(doc))) === digest ? 'layout' : undefined;
     } catch {
       return undefined;
     }
@@ -83,8 +86,8 @@ export function createVersionFetcher(http: Http) {
         }
         if (res.status === 226 && held) {
           const version = await patched(held, res, announced);
-          if (version) return { kind: 'version', version, via: 'patch', wireBytes: wire(res, version.bytes.length) };
-          noPatch.add(filename);
+          if (typeof version === 'object') return { kind: 'version', version, via: 'patch', wireBytes: wire(res, version.bytes.length) };
+          if (version === 'layout') noPatch.add(filename);
           askPatch = false;
           continue;
         }

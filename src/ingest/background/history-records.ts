@@ -1,8 +1,9 @@
 /**
  * The store's record of every retained publication (`history/<filename>/...json`, named by its
  * history member: history-index.ts), written after the commit in the manifest writer's background
- * step, never on the publish path; a trimmed publication's record is deleted there too. When
- * Redis lost a file's history (or it predates history), the index is rebuilt from these records.
+ * step, never on the publish path; a trimmed publication's record is deleted there too. A file's
+ * index is checked against these records once (its first publication, or after Redis lost it):
+ * what it lacked is restored, and only then logged (warn), naming the file and how many.
  * A crash between a commit and its record's write leaves that publication out of a rebuilt index
  * (Redis still has it while it keeps its data).
  */
@@ -74,8 +75,15 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
       for (const filename of await catalog.history.unbuilt()) {
         const keys = await store.list(`history/${filename}/`);
         const members = keys.map(memberOfRecordKey).filter((m): m is string => m !== undefined);
-        await catalog.history.rebuild(filename, members);
-        log.info({ filename, versions: members.length }, 'history index rebuilt from the store');
+        const { restored, versions } = await catalog.history.rebuild(filename, members);
+        // Checking a file's index against the store is routine (its first publication, every
+        // start); only versions the index had actually lost are worth a line.
+        if (restored > 0) {
+          log.warn(
+            { filename, restored, versions, records: members.length },
+            `history index of ${filename} lacked ${restored} version(s) kept in the store (Redis lost them); restored from the store's records`,
+          );
+        }
       }
     },
     pending: () => puts.length + deletes.length,

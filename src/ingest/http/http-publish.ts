@@ -49,10 +49,15 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
   await events.waitUntilReady();
   let validate: DocumentValidator | undefined;
 
-  const submit = async (filename: string, bytes: Buffer, receivedAt: Date): Promise<PublishOutcome> => {
+  const submit = async (filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome> => {
     const claimId = newClaimId(receivedAt);
     const key = stagedKey(claimId, filename);
     await store.put(key, bytes, 'application/json');
+    // The last moment the upload can be withdrawn: once queued, a worker settles it.
+    if (mayQueue && !mayQueue()) {
+      await store.delete(key).catch(() => undefined); // else the sweep removes it
+      return { outcome: 'withdrawn' };
+    }
     let job;
     try {
       job = await enqueueClaim(queue, claimId, filename, receivedAt.getTime(), true);

@@ -21,7 +21,7 @@ const CHANGE = {
 } as const;
 
 const GONE = problem(
-  'The position is older than the change log keeps, or ahead of it (the log started again): list again with getCatalog and continue from its position. The body adds `oldest` (the oldest position kept) and `position` (the current one).',
+  "The position is older than the change log keeps, or ahead of the newest position (e.g. the log was lost with Redis's data): list again with getCatalog and continue from its position. The body adds `oldest` (the oldest position kept) and `position` (the current one).",
   RATE_HEADERS,
 );
 

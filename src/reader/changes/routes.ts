@@ -10,7 +10,7 @@
  *   resumed with Last-Event-ID (or ?since=P); `?conflate=MS` (at least the plan's `conflate`):
  *   at most one write of changes per MS, the latest change of each file (streams.ts).
  *
- * A position older than the log keeps, or beyond its head (a log that started again), is 410
+ * A position older than the log keeps, or ahead of the newest one (e.g. a log that was lost), is 410
  * with the oldest position kept and the current one: the client lists again and starts afresh.
  */
 import type { IncomingMessage } from 'node:http';
@@ -20,7 +20,7 @@ import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import type { PublishedCache } from '../data/cache.js';
 import { sendFlat } from '../problem.js';
-import type { Admitted, V1Handler, V1Reply } from '../data/v1-handler.js';
+import { revokedProblem, type Admitted, type V1Handler, type V1Reply } from '../data/v1-handler.js';
 import { etagFor } from '../data/version.js';
 import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from './openapi.js';
 import type { ChangeFeed } from './feed.js';
@@ -38,6 +38,8 @@ export interface ChangeRoutesDeps {
   readonly hub: StreamHub;
   readonly published: PublishedCache;
   readonly maxWaitMs: number;
+  /** Told of a revoked key id (KeyRing.onRevoked): its held long-polls end with 401, as its streams end. */
+  readonly onRevoked: (listener: (id: string) => void) => () => void;
   /** Open streams per key when its plan does not say. */
   readonly streamsPerKey: number;
   /** The keys' streams counted across readers (without it: on this reader only). */
@@ -106,7 +108,7 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       return new HttpProblem(
         'position_gone',
         since > head
-          ? `Position ${since} is ahead of the change log (at ${head}): it started again. List the files again (GET /v1/catalog) and continue from its position.`
+          ? `Position ${since} is ahead of the newest position, ${head}: no change has had it yet (a position from another deployment, or from before the change log was lost). List the files again (GET /v1/catalog) and continue from its position.`
           : `Position ${since} is older than the change log keeps (oldest ${oldest}). List the files again (GET /v1/catalog) and continue from its position.`,
         {},
         { oldest, position: head },
@@ -149,6 +151,9 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       const gone = await unresumable(since);
       if (gone) return v1.replyFor(a, gone);
       const now = await feed.since(since, a.principal.allows, limit);
+      // Revoked while the log was read: nothing more for this key.
+      const revoked = v1.revokedSince(a.principal);
+      if (revoked) return v1.replyFor(a, revoked);
       if (now.events.length > 0 || wait === 0) return v1.replyFor(a, changesAnswer(now));
       return v1.replyFor(a, await waitFor(reply, a.principal, now.next, limit, wait * 1000));
     }),
@@ -179,9 +184,12 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
     return answer;
   };
 
-  /** Hold a long-poll until a change it may see comes, the wait ends, or the client goes. */
+  /**
+   * Hold a long-poll until a change it may see comes, the wait ends, the client goes, or its key is
+   * revoked (then 401: a revoked key hears of no change made after its revocation).
+   */
   const waitFor = (reply: FastifyReply, principal: Principal, after: number, limit: number, ms: number) =>
-    new Promise<ReturnType<typeof json>>((resolve) => {
+    new Promise<ReturnType<typeof json> | HttpProblem>((resolve) => {
       deps.onWaiting?.(1);
       let done = false;
       const finish = () => {
@@ -189,12 +197,18 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
         done = true;
         clearTimeout(timer);
         unsubscribe();
+        unrevoke();
         reply.raw.off('close', finish);
         deps.onWaiting?.(-1);
-        void wokenAnswer(principal, after, limit).then(resolve);
+        const revoked = v1.revokedSince(principal);
+        if (revoked) resolve(revokedProblem('The API key in the X-API-Key header was revoked while this long-poll waited.'));
+        else void wokenAnswer(principal, after, limit).then(resolve);
       };
       const unsubscribe = feed.subscribe((e) => {
         if (principal.allows(e.filename)) finish();
+      });
+      const unrevoke = deps.onRevoked((id) => {
+        if (id === principal.id) finish();
       });
       const timer = setTimeout(finish, ms);
       // The response closing before it was sent: the client went away.

@@ -81,6 +81,11 @@ export interface V1Handler {
    * asks this, so that they all refuse a name alike.
    */
   refusal(principal: Principal, name: string): HttpProblem | undefined;
+  /**
+   * The 401 for a request admitted with a key revoked since (a long-poll held, an upload not yet
+   * queued), or undefined while the key is valid.
+   */
+  revokedSince(principal: Principal): HttpProblem | undefined;
 }
 
 /** A request that passed the checks every /v1 endpoint shares. */
@@ -118,6 +123,11 @@ function reply(
   for (let i = 0; i < own.length; i++) headers.push(own[i]!);
   if (body !== undefined) headers.push('content-length', String(body.length));
   return { status, headers, body, principal };
+}
+
+/** The 401 of a request whose key was revoked while it was under way. */
+export function revokedProblem(detail = 'The API key in the X-API-Key header was revoked while this request was under way.'): HttpProblem {
+  return new HttpProblem('unauthorized', detail, CHALLENGE);
 }
 
 function lockedOut(seconds: number): HttpProblem {
@@ -224,6 +234,7 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     replyFor,
     identify: (req) => (isLoaded() ? authenticate(req) : STARTING),
     refusal: (principal, name) => refusalOf(principal, name, published.get(name)),
+    revokedSince: (principal) => (ring.isRevoked(principal.id) ? revokedProblem() : undefined),
   };
 }
 

@@ -57,12 +57,13 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
   const building = new Map<string, Promise<Patches>>();
   const buildsOf = new Map<string, number>();
 
-  /** One task: the bytes are copied into buffers of their own and moved to the thread. */
-  const run = (to: Buffer, from?: Buffer): Promise<Reply> => {
-    const t = new Uint8Array(to);
-    const f = from && new Uint8Array(from);
-    return pool.run<Reply>({ to: t, from: f }, f ? [t.buffer, f.buffer] : [t.buffer]);
-  };
+  /** One task: the bytes are copied into buffers of their own and moved to the thread, once it takes the task. */
+  const run = (to: Buffer, from?: Buffer): Promise<Reply> =>
+    pool.run<Reply>(() => {
+      const t = new Uint8Array(to);
+      const f = from && new Uint8Array(from);
+      return { message: { to: t, from: f }, transfer: f ? [t.buffer, f.buffer] : [t.buffer] };
+    });
 
   const build = async (version: Version, baseSha: string, base: Version | undefined): Promise<Patches> => {
     const name = version.entry.filename;

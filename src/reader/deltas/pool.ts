@@ -26,16 +26,23 @@ export interface PoolOptions {
 }
 
 export interface Pool {
-  /** Run one task: `message` is posted to a thread with `transfer`; resolves with its reply. */
-  run<T>(message: unknown, transfer?: readonly ArrayBuffer[]): Promise<T>;
+  /**
+   * Run one task: `make` is called when a thread takes it (so a refused or waiting task costs no
+   * copy of its input), and its message posted with its transfer list; resolves with the reply.
+   */
+  run<T>(make: () => Message): Promise<T>;
   /** Tasks running or waiting. */
   readonly pending: number;
   close(): Promise<void>;
 }
 
-interface Task {
+export interface Message {
   readonly message: unknown;
-  readonly transfer: readonly ArrayBuffer[];
+  readonly transfer?: readonly ArrayBuffer[];
+}
+
+interface Task {
+  readonly make: () => Message;
   resolve(value: unknown): void;
   reject(err: Error): void;
 }
@@ -49,7 +56,7 @@ interface Thread {
 }
 
 export function createPool(opts: PoolOptions): Pool {
-  const idleMs = opts.idleMs ?? 10_000;
+  const idleMs = opts.idleMs ?? 5_000;
   const threads = new Set<Thread>();
   const queue: Task[] = [];
   let closed = false;
@@ -97,7 +104,12 @@ export function createPool(opts: PoolOptions): Pool {
     t.task = task;
     t.timer = setTimeout(() => t.fail(new Error(`a worker task ran longer than ${opts.taskTimeoutMs} ms`)), opts.taskTimeoutMs);
     t.timer.unref();
-    t.worker.postMessage(task.message, task.transfer as ArrayBuffer[]);
+    try {
+      const { message, transfer } = task.make();
+      t.worker.postMessage(message, (transfer ?? []) as ArrayBuffer[]);
+    } catch (err) {
+      t.fail(err as Error);
+    }
   };
 
   const next = () => {
@@ -113,12 +125,12 @@ export function createPool(opts: PoolOptions): Pool {
   };
 
   return {
-    run<T>(message: unknown, transfer: readonly ArrayBuffer[] = []): Promise<T> {
+    run<T>(make: () => Message): Promise<T> {
       if (closed) return Promise.reject(new Error('the worker pool is closed'));
       const busy = [...threads].filter((t) => t.task !== undefined).length;
       if (busy >= opts.threads && queue.length >= opts.maxQueued) return Promise.reject(new PoolBusy());
       return new Promise<T>((resolve, reject) => {
-        queue.push({ message, transfer, resolve: resolve as (v: unknown) => void, reject });
+        queue.push({ make, resolve: resolve as (v: unknown) => void, reject });
         next();
       });
     },

@@ -62,6 +62,18 @@ function isoTime(value: string): number {
   return Date.parse(value);
 }
 
+/**
+ * The 400 for a time parameter that is not an ISO 8601 time. A zone's `+` sent raw arrives as a
+ * space (a `+` in a query string means one): that is said, with the spelling that works.
+ */
+function badTime(param: string, value: string, alternative = ''): HttpProblem {
+  const plus = value.replace(/ (\d{2}:\d{2})$/, '+$1');
+  if (plus !== value && ISO_RE.test(plus)) {
+    return bad(`${param} arrived as "${value}": in a URL query a + means a space, so a zone's + must be sent as %2B (${param}=${plus.replace('+', '%2B')}).`);
+  }
+  return bad(`${param} is an ISO 8601 time with a zone, e.g. 2026-01-01T12:00:00Z${alternative}.`);
+}
+
 export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesDeps): void {
   const { v1, index } = deps;
   const now = deps.now ?? Date.now;
@@ -85,7 +97,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
     if (q.at !== undefined) {
       if (q.before !== undefined || q.limit !== undefined) return bad('at asks for one version: no before or limit with it.');
       const at = isoTime(q.at);
-      if (!Number.isFinite(at)) return bad('at is an ISO 8601 time with a zone, e.g. 2026-01-01T12:00:00Z.');
+      if (!Number.isFinite(at)) return badTime('at', q.at);
       if (at < from) return beyond(a.principal, `at ${q.at}`);
       const v = await index.at(filename, Math.min(at, now()));
       if (!v) return new HttpProblem('not_found', `No version of ${filename} kept was published at or before ${q.at}.`);
@@ -102,7 +114,7 @@ export function registerHistoryRoutes(app: FastifyInstance, deps: HistoryRoutesD
       page = await index.page(filename, { after: q.before, limit });
     } else {
       const before = isoTime(q.before);
-      if (!Number.isFinite(before)) return bad('before is an ISO 8601 time with a zone, or the `next` of a previous page.');
+      if (!Number.isFinite(before)) return badTime('before', q.before, ', or the `next` of a previous page');
       if (before < from) return beyond(a.principal, `before ${q.before}`);
       page = await index.page(filename, { beforeMs: before, limit });
     }

@@ -22,7 +22,7 @@ import { PUT_ROUTE_SCHEMA } from './publish-openapi.js';
 import type { RateLimitCheck } from '../limits/rate-limit.js';
 import { ABORTED, readUpload, tooLarge } from './upload.js';
 import { etagFor } from '../data/version.js';
-import { problemReply, type V1Handler, type V1Reply } from '../data/v1-handler.js';
+import { problemReply, revokedProblem, type V1Handler, type V1Reply } from '../data/v1-handler.js';
 
 export interface PublishRouteDeps {
   readonly v1: V1Handler;
@@ -128,13 +128,18 @@ export function createPublishHandler(deps: PublishRouteDeps) {
       }
       let outcome: PublishOutcome;
       try {
-        outcome = await port.submit(name, body, receivedAt);
+        // Queued only while the key is still valid: revoked while the body arrived, nothing is published.
+        outcome = await port.submit(name, body, receivedAt, () => v1.revokedSince(who) === undefined);
       } catch (err) {
         request.log.warn({ err: { message: (err as Error).message }, filename: name }, 'a PUT could not be published');
         const p = new HttpProblem('unavailable', 'The document could not be queued or settled (store or Redis unavailable); retry in a moment.', {
           'retry-after': '5',
         });
         return send(problemReply(p, who, rated), 'failed');
+      }
+      if (outcome.outcome === 'withdrawn') {
+        const p = revokedProblem('The API key in the X-API-Key header was revoked while the upload arrived; nothing was published.');
+        return send(problemReply(p, who, rated), 'refused');
       }
       return send(outcomeReply(name, outcome, who, rated), outcome.outcome);
     } finally {
@@ -154,7 +159,7 @@ function jsonReply(status: number, body: Record<string, unknown>, principal: Pri
   return { status, headers, body: payload, principal };
 }
 
-function outcomeReply(name: string, o: PublishOutcome, principal: Principal, rated: Rated): V1Reply {
+function outcomeReply(name: string, o: Exclude<PublishOutcome, { outcome: 'withdrawn' }>, principal: Principal, rated: Rated): V1Reply {
   switch (o.outcome) {
     case 'published':
     case 'unchanged': {

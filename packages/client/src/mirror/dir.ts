@@ -1,8 +1,8 @@
 /**
  * The mirror's folder: each file replaced atomically (a temp file in the same folder, written,
- * fsynced, renamed over the old one, the folder fsynced), so a reader of DIR sees the old bytes or
- * the new ones, never part of either, and a crash leaves no torn file (at most a stray temp file,
- * removed on the next start).
+ * fsynced, renamed over the old one), so a reader of DIR sees the old bytes or the new ones, never
+ * part of either, and a crash, even of the machine, leaves no torn file (at worst the previous
+ * version, whose rename was not yet on disk; and a stray temp file, removed on the next start).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
@@ -22,24 +22,13 @@ export async function ensureDir(dir: string): Promise<void> {
   await rm(join(dir, `${TEMP_PREFIX}probe`), { force: true });
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const h = await open(dir, 'r').catch(() => undefined);
-  if (!h) return;
-  try {
-    await h.sync();
-  } catch {
-    // Some filesystems cannot fsync a folder; the rename is still atomic.
-  } finally {
-    await h.close();
-  }
-}
-
-export async function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+/** `durable`: the bytes are on disk before the rename (for files; the state can be rebuilt). */
+export async function writeAtomic(dir: string, name: string, bytes: Uint8Array, durable = true): Promise<void> {
   const temp = join(dir, `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
   const h = await open(temp, 'w', 0o644);
   try {
     await h.writeFile(bytes);
-    await h.sync();
+    if (durable) await h.sync();
   } catch (err) {
     await h.close().catch(() => undefined);
     await rm(temp, { force: true });
@@ -52,7 +41,6 @@ export async function writeAtomic(dir: string, name: string, bytes: Uint8Array):
     await rm(temp, { force: true });
     throw err;
   }
-  await syncDir(dir);
 }
 
 export async function removeFile(dir: string, name: string): Promise<void> {

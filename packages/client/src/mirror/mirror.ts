@@ -126,37 +126,55 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
   const abort = () => client.close();
   io.signal?.addEventListener('abort', abort, { once: true });
 
-  let savedPosition = resumable ? saved.position : undefined;
-  let saving = Promise.resolve();
-  const save = () =>
-    (saving = saving.then(() =>
-      writing('writing its state', async () => {
-        const position = client.position;
-        await writeState(dir, stateOf(base.href, position, client.files));
-        savedPosition = position;
-      }),
-    ));
+  // What the folder holds, and the position it is current at: the state never names more.
+  const written = new Map(held.map((v) => [v.filename, v]));
+  let position = resumable ? saved.position : undefined;
+  let busy = false;
+  // State writes are coalesced and not waited for: the next change need not wait for them.
+  let dirty = false;
+  let saving: Promise<void> | undefined;
+  let saveFailed: Error | undefined;
+  const save = (): Promise<void> => {
+    dirty = true;
+    saving ??= (async () => {
+      while (dirty) {
+        dirty = false;
+        const state = stateOf(base.href, position, written);
+        await writing('writing its state', () => writeState(dir, state));
+      }
+    })()
+      .catch((err: Error) => void (saveFailed = err))
+      .finally(() => (saving = undefined));
+    return saving;
+  };
   // The position also moves on changes that needed no write (a version already held).
   const ticker = setInterval(() => {
-    if (client.position !== savedPosition) void save().catch(() => undefined);
+    if (!busy && client.position !== position) {
+      position = client.position;
+      void save();
+    }
   }, 1000);
   ticker.unref();
 
   let updates = 0;
   let removals = 0;
   const handle = async (c: Change) => {
+    if (saveFailed) throw saveFailed;
     if (!safeName(c.filename)) {
       say(`ignoring a file whose name cannot be a file here: ${JSON.stringify(c.filename)}`);
       return;
     }
     if (c.type === 'update') {
       await writing(`writing ${c.filename}`, () => writeAtomic(dir, c.filename, c.file.bytes));
+      written.set(c.filename, c.file);
       updates++;
     } else {
       if (!opts.keep) await writing(`removing ${c.filename}`, () => removeFile(dir, c.filename));
+      written.delete(c.filename);
       removals++;
     }
-    await save();
+    position = client.position;
+    void save();
     if (opts.json) {
       const line =
         c.type === 'update'
@@ -184,8 +202,14 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
   };
 
   try {
-    for await (const c of client.changes({ follow: !opts.once })) await handle(c);
+    for await (const c of client.changes({ follow: !opts.once })) {
+      busy = true;
+      await handle(c);
+      busy = false;
+    }
+    position = client.position;
     await save();
+    if (saveFailed) throw saveFailed;
     clearProgress();
     const summary = { event: 'synced', position: client.position, files: client.files.size, updated: updates, removed: removals };
     if (opts.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
@@ -193,7 +217,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
     return 0;
   } catch (err) {
     clearProgress();
-    await saving.catch(() => undefined);
+    await saving;
     say(err instanceof OddsfilesClientError ? err.message : `stopped: ${(err as Error).stack ?? String(err)}`);
     return err instanceof OddsfilesClientError && err.code === 'bad-url' ? 2 : 1;
   } finally {

@@ -1,9 +1,9 @@
 /**
  * What the mirror remembers in DIR/.oddsfiles-mirror.json: the service, the position its files are
- * current at, and each file's version. Written atomically after each file is in place, so after
- * a crash (even kill -9) the position never runs ahead of the files: the stream resumes from it
- * and replays at most what is already held, which is recognised by its bytes (the ETag is their
- * SHA-256) and not fetched again.
+ * current at, and each file's version. Written atomically after files are in place (coalesced:
+ * never waited for by the next change), so after a crash (even kill -9) the position never runs
+ * ahead of the files: the stream resumes from it and replays at most what is already held, which
+ * is recognised by its bytes (the ETag is their SHA-256) and not fetched again.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -39,7 +39,8 @@ export function stateOf(url: string, position: number | undefined, files: Readon
 }
 
 export async function writeState(dir: string, state: MirrorState): Promise<void> {
-  await writeAtomic(dir, STATE_FILE, new TextEncoder().encode(`${JSON.stringify(state, null, 1)}\n`));
+  // Not fsynced: a state lost with the machine is an older one (or none: everything is listed again).
+  await writeAtomic(dir, STATE_FILE, new TextEncoder().encode(`${JSON.stringify(state, null, 1)}\n`), false);
 }
 
 /**

@@ -1,0 +1,19 @@
+// Loaded with `node --import` into a bench's oddsfiles processes: the event-loop delay
+// (perf_hooks.monitorEventLoopDelay, 1 ms resolution) since the last SIGUSR2, written to
+// $LOOP_PROBE_DIR/loop-<pid>.json on each SIGUSR2, then reset.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+const dir = process.env.LOOP_PROBE_DIR;
+if (dir) {
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  let n = 0;
+  process.on('SIGUSR2', () => {
+    const ms = (ns) => ns / 1e6;
+    const out = { n: n++, p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count };
+    writeFileSync(join(dir, `loop-${process.pid}.json`), JSON.stringify(out));
+    h.reset();
+  });
+}
