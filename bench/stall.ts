@@ -9,7 +9,7 @@
  * and the reader's CPU per answer of that patch against its 304.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -21,6 +21,7 @@ import { docTemplate, version } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { cpuMs, memOf } from './lib/proc.js';
+import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { log, runMain, tempDir } from './lib/run.js';
 import { quantile } from './lib/stats.js';
@@ -29,6 +30,8 @@ const args = benchArgs('A reader never stalls: event-loop delay, a steady client
   seconds: { type: 'number', default: 20, quick: 6, description: 'length of each pattern, s' },
   'big-mb': { type: 'number', default: 40, quick: 12, description: 'size of the big version of (b), MB' },
   requests: { type: 'number', default: 3000, quick: 500, description: 'requests per kind in the CPU comparison' },
+  only: { type: 'string', default: 'abcd', description: 'the patterns to run, e.g. `c`' },
+  'cpu-prof': { type: 'boolean', description: 'write V8 CPU profiles of the processes (kept with BENCH_KEEP=1) and print where the reader spent its time' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 
@@ -75,7 +78,7 @@ async function main(): Promise<void> {
   const sys = await OddsfilesSystem.start({
     label: 'stall',
     shape: 'pair',
-    nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs')],
+    nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
     // As the Docker image runs it (see Dockerfile): fewer malloc arenas, a small young generation.
     env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4' },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
@@ -173,37 +176,39 @@ async function main(): Promise<void> {
     return '';
   });
 
-  await phase('(a) deltas of a 5 MB file, 8 bases in rotation, 4 clients', async () => {
-    const counts = new Map<number, number>();
-    const end = Date.now() + args.seconds * 1000;
-    await Promise.all(
-      [0, 1, 2, 3].map(async (c) => {
-        for (let r = c; Date.now() < end; r++) {
-          const res = await get(`${url}/v1/data/${DELTA}`, {
-            'x-api-key': sys.key,
-            'a-im': 'json-patch',
-            'if-none-match': etags[r % 8]!,
-            'accept-encoding': 'gzip',
-          });
-          counts.set(res.status, (counts.get(res.status) ?? 0) + 1);
-        }
-      }),
-    );
-    return [...counts].map(([s, n]) => `${n}× ${s}`).join(', ');
-  });
+  if (args.only.includes('a'))
+    await phase('(a) deltas of a 5 MB file, 8 bases in rotation, 4 clients', async () => {
+      const counts = new Map<number, number>();
+      const end = Date.now() + args.seconds * 1000;
+      await Promise.all(
+        [0, 1, 2, 3].map(async (c) => {
+          for (let r = c; Date.now() < end; r++) {
+            const res = await get(`${url}/v1/data/${DELTA}`, {
+              'x-api-key': sys.key,
+              'a-im': 'json-patch',
+              'if-none-match': etags[r % 8]!,
+              'accept-encoding': 'gzip',
+            });
+            counts.set(res.status, (counts.get(res.status) ?? 0) + 1);
+          }
+        }),
+      );
+      return [...counts].map(([s, n]) => `${n}× ${s}`).join(', ');
+    });
   await sleep(12_000);
   const afterA = memOf(reader.pid).rss;
 
   const BIG = 'site_pregame_bluewater_soccer.json';
   const big = generateDocument(feedOf(BIG), { targetBytes: args['big-mb'] * 1e6, generatedAt: new Date(Date.now() - 1000).toISOString() });
-  await phase(`(b) a ${(big.length / MB).toFixed(0)} MB version published`, async () => {
-    const t = performance.now();
-    await drop(BIG, big);
-    await served(BIG, big);
-    const took = performance.now() - t;
-    await sleep(Math.max(0, args.seconds * 500 - took));
-    return `drop → served in ${(took / 1000).toFixed(1)} s`;
-  });
+  if (args.only.includes('b'))
+    await phase(`(b) a ${(big.length / MB).toFixed(0)} MB version published`, async () => {
+      const t = performance.now();
+      await drop(BIG, big);
+      await served(BIG, big);
+      const took = performance.now() - t;
+      await sleep(Math.max(0, args.seconds * 500 - took));
+      return `drop → served in ${(took / 1000).toFixed(1)} s`;
+    });
   await sleep(12_000);
   const afterB = memOf(reader.pid).rss;
 
@@ -212,45 +217,47 @@ async function main(): Promise<void> {
     .map((f) => ({ name: f.filename, next: versionsOf(f.filename, 200_000) }));
   // (c) drops templates with a new generated_at each (bench/lib/drops.ts): no JSON work in this process.
   const templates = SMALL.map((f) => docTemplate(feedOf(f.name), 200_000));
-  await phase('(c) 100 drops/s of 200 KB files (20 files)', async () => {
-    const end = Date.now() + args.seconds * 1000;
-    let n = 0;
-    const start = Date.now();
-    while (Date.now() < end) {
-      const t = templates[n % templates.length]!;
-      await drop(t.feed.filename, version(t).bytes);
-      n++;
-      const ahead = start + n * 10 - Date.now();
-      if (ahead > 0) await sleep(ahead);
-    }
-    return `${n} drops in ${((Date.now() - start) / 1000).toFixed(0)} s`;
-  });
+  if (args.only.includes('c'))
+    await phase('(c) 100 drops/s of 200 KB files (20 files)', async () => {
+      const end = Date.now() + args.seconds * 1000;
+      let n = 0;
+      const start = Date.now();
+      while (Date.now() < end) {
+        const t = templates[n % templates.length]!;
+        await drop(t.feed.filename, version(t).bytes);
+        n++;
+        const ahead = start + n * 10 - Date.now();
+        if (ahead > 0) await sleep(ahead);
+      }
+      return `${n} drops in ${((Date.now() - start) / 1000).toFixed(0)} s`;
+    });
 
-  await phase('(d) 20 stalled uploads of one key while another key publishes', async () => {
-    const u = new URL(url);
-    const sockets: Socket[] = [];
-    const refused = { stalled: 0 };
-    for (let i = 0; i < 20; i++) {
-      const s = connect(Number(u.port), u.hostname);
-      s.on('data', (d) => {
-        if (d.toString().startsWith('HTTP/1.1 429')) refused.stalled++;
-      });
-      s.on('error', () => undefined);
-      s.write(`PUT /v1/data/${SMALL[0]!.name} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${sys.publisherKey}\r\nContent-Length: 200000\r\n\r\n{"events":[`);
-      sockets.push(s);
-    }
-    const outcomes = new Map<number, number>();
-    const end = Date.now() + args.seconds * 1000;
-    const f = SMALL[1]!;
-    while (Date.now() < end) {
-      const res = await fetch(`${url}/v1/data/${f.name}`, { method: 'PUT', headers: { 'x-api-key': otherKey }, body: f.next() });
-      await res.arrayBuffer();
-      outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
-      await sleep(100);
-    }
-    for (const s of sockets) s.destroy();
-    return `stalled key: ${refused.stalled} of 20 refused 429; other key: ${[...outcomes].map(([s, n]) => `${n}× ${s}`).join(', ')}`;
-  });
+  if (args.only.includes('d'))
+    await phase('(d) 20 stalled uploads of one key while another key publishes', async () => {
+      const u = new URL(url);
+      const sockets: Socket[] = [];
+      const refused = { stalled: 0 };
+      for (let i = 0; i < 20; i++) {
+        const s = connect(Number(u.port), u.hostname);
+        s.on('data', (d) => {
+          if (d.toString().startsWith('HTTP/1.1 429')) refused.stalled++;
+        });
+        s.on('error', () => undefined);
+        s.write(`PUT /v1/data/${SMALL[0]!.name} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${sys.publisherKey}\r\nContent-Length: 200000\r\n\r\n{"events":[`);
+        sockets.push(s);
+      }
+      const outcomes = new Map<number, number>();
+      const end = Date.now() + args.seconds * 1000;
+      const f = SMALL[1]!;
+      while (Date.now() < end) {
+        const res = await fetch(`${url}/v1/data/${f.name}`, { method: 'PUT', headers: { 'x-api-key': otherKey }, body: f.next() });
+        await res.arrayBuffer();
+        outcomes.set(res.status, (outcomes.get(res.status) ?? 0) + 1);
+        await sleep(100);
+      }
+      for (const s of sockets) s.destroy();
+      return `stalled key: ${refused.stalled} of 20 refused 429; other key: ${[...outcomes].map(([s, n]) => `${n}× ${s}`).join(', ')}`;
+    });
 
   // --- size goal and CPU: one version behind against 304 -----------------------------------
   const LIVE = SMALL.find((f) => f.name.startsWith('site_live_'))!;
@@ -287,6 +294,14 @@ async function main(): Promise<void> {
   clearInterval(rssTimer);
   agent.destroy();
   await sys.stop();
+  if (args['cpu-prof']) {
+    const file = (await readdir(probeDir)).find((f) => f.endsWith('.cpuprofile') && f.includes(`.${reader.pid}.`));
+    if (file) {
+      const p = summarizeProfile(join(probeDir, file), 25);
+      log(`reader profile: busy ${p.busyMs.toFixed(0)} ms`);
+      for (const [name, ms] of [...p.groups, ...p.functions]) log(`  ${ms.toFixed(0).padStart(6)} ms  ${name}`);
+    }
+  }
 
   const out = [
     machineLine(machine),

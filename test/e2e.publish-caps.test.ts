@@ -43,7 +43,7 @@ describe('uploads at once per publisher key', () => {
     return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, unknown> };
   };
   /** A dry run asks the same caps and leaves nothing behind: 429 once the key's slots are taken. */
-  const capped = (key: string, name: string) => waitFor(async () => ((await put(key, name, '?dry_run=1')).status === 429 ? true : undefined));
+  const capped = (key: string, name: string) => waitFor(async () => ((await put(key, name, '?dry_run=1')).status === 429 ? true : undefined), 45_000);
 
   beforeAll(async () => {
     const dataDir = await makeDataDir('e2e-put-caps');
@@ -89,7 +89,7 @@ describe('uploads at once per publisher key', () => {
       return r.status === 429 ? undefined : r;
     });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
-  });
+  }, 60_000);
 
   it("a plan's `uploads` replaces the default", async () => {
     const name = 'site_live_hillview_soccer.json';
@@ -97,5 +97,5 @@ describe('uploads at once per publisher key', () => {
     await capped(keys.single, name);
     expect((await put(keys.single, name)).status).toBe(429);
     expect((await put(keys.a, 'site_pregame_northwind_soccer.json')).status).toBe(201);
-  });
+  }, 60_000);
 });

@@ -33,12 +33,18 @@ export function createVersionFetcher(http: Http) {
   /** Files whose patched versions did not come out byte-identical: fetched whole from now on. */
   const noPatch = new Set<string>();
 
+  /**
+   * generated_at and the publication time of the version an answer carries. A version newer than
+   * the one announced (published meanwhile) has only Last-Modified, to the second: the later of it
+   * and the announced version's publication is the best bound (its lag is then an upper bound).
+   */
   const metaOf = (res: Response, etag: string, announced: Announced | undefined) => {
     const same = announced?.etag === etag;
-    const lastModified = res.headers.get('last-modified');
+    const lastModified = Date.parse(res.headers.get('last-modified') ?? '');
+    const bound = Math.max(Number.isNaN(lastModified) ? 0 : lastModified, announced ? Date.parse(announced.publishedAt) : 0);
     return {
       generatedAt: res.headers.get('generated-at') ?? (same ? announced.generatedAt : ''),
-      publishedAt: same ? announced.publishedAt : lastModified ? new Date(lastModified).toISOString() : new Date().toISOString(),
+      publishedAt: same ? announced.publishedAt : new Date(bound || Date.now()).toISOString(),
     };
   };
 

@@ -110,13 +110,15 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     recent.delete(name);
     const prev = current.get(name);
     current.set(name, v);
-    if (prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
+    // Only for a file clients take deltas of: its previous version stays in memory as the base of
+    // the common patch, built now, off the loop. Other files hold one version, as without deltas.
+    const wanted = Date.now() - (asked.get(name) ?? -Infinity) < INTEREST_MS;
+    if (!wanted || prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
       previous.delete(name);
       return;
     }
     previous.set(name, prev);
-    // A file clients take deltas of: build the patch from the previous version now, off the loop.
-    if (Date.now() - (asked.get(name) ?? -Infinity) < INTEREST_MS) void facts.pair(v, prev.entry.sha256, prev);
+    void facts.pair(v, prev.entry.sha256, prev);
   });
 
   /** The newest versions of a file, cached until the reader installs another (only when the list starts with the held one). */
