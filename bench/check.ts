@@ -138,17 +138,25 @@ async function spaced(dir: string, docPath: string, variant: 'new' | 'scanner' |
   });
 }
 
+type Doc = { readonly label: string; readonly bytes: Buffer };
+
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
   const started = Date.now();
   const live = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
-  const docs = [
+  const docs: Doc[] = [
     { label: `indented (${live.filename})`, bytes: generateDocument(live, { targetBytes: KB * 1024, pretty: true }) },
     { label: `compact (${live.filename})`, bytes: generateDocument(live, { targetBytes: KB * 1024, pretty: false }) },
   ];
   const { onePass, ajv } = await validators(live.filename);
+  const speedRows = measureSpeed(docs, onePass, ajv);
+  const spacedRows = await measureSpaced(docs[0]!);
+  await publishReport('check', report(machine, started, speedRows, spacedRows), WRITE_DOC);
+}
 
+/** Each document through the one pass, JSON.parse and JSON.parse + ajv, interleaved rounds. */
+function measureSpeed(docs: readonly Doc[], onePass: Validate, ajv: Validate): string[][] {
   const speedRows: string[][] = [];
   for (const doc of docs) {
     const n = tokens(doc.bytes);
@@ -176,9 +184,14 @@ async function main(): Promise<void> {
     ]);
   }
 
+  return speedRows;
+}
+
+/** Checks after quiet spells, each checker in a fresh Node process. */
+async function measureSpaced(doc: Doc): Promise<string[][]> {
   const dir = await tempDir('check-spaced');
   const docPath = join(dir, 'drop.json');
-  await writeFile(docPath, docs[0]!.bytes);
+  await writeFile(docPath, doc.bytes);
   const variants = [
     { id: 'new', label: 'a new scanner per drop' },
     { id: 'scanner', label: "one scanner for every drop (the validator's, forced to one pass)" },
@@ -204,7 +217,11 @@ async function main(): Promise<void> {
     ]);
   }
 
-  const out = [
+  return spacedRows;
+}
+
+function report(machine: ReturnType<typeof machineInfo>, started: number, speedRows: string[][], spacedRows: string[][]): string {
+  return [
     machineLine(machine),
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${Math.round((Date.now() - started) / 1000)} s in all.`,
@@ -221,7 +238,6 @@ async function main(): Promise<void> {
     '',
     table(['checker', 'first three checks ms', 'then p50 ms', 'p90 ms', 'max ms', 'over 5× p50'], spacedRows, ['l', 'l', 'r', 'r', 'r', 'r']),
   ].join('\n');
-  await publishReport('check', out, WRITE_DOC);
 }
 
 runMain(main);

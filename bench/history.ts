@@ -7,7 +7,7 @@
  * answer: auth, rate and a memoised list).
  */
 import { Redis } from 'ioredis';
-import { createCatalog } from '../src/catalog/redis-catalog.js';
+import { createCatalog, type Catalog } from '../src/catalog/redis-catalog.js';
 import { redisKeys } from '../src/redis/key-names.js';
 import { benchArgs, commandLine } from './lib/cli.js';
 import { machineInfo, machineLine } from './lib/machine.js';
@@ -39,8 +39,15 @@ async function main(): Promise<void> {
   });
   const redis = new Redis(process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379');
   const catalog = createCatalog(redis, redisKeys(sys.prefix), undefined, { retentionMs: 30 * 86_400_000, maxVersions: args.versions });
+  const { t0, commitMs } = await commitVersions(catalog);
+  const { asOf, ref } = await measureLookups(sys, t0);
+  redis.disconnect();
+  await sys.stop();
+  await publishReport('history', report(machine, started, commitMs, asOf, ref), WRITE_DOC);
+}
 
-  // One version a second of simulated time, ending now; 64 commits in flight at a time.
+/** `--versions` versions of one file, one a second of simulated time ending now; 64 commits in flight at a time. */
+async function commitVersions(catalog: Catalog): Promise<{ t0: number; commitMs: number }> {
   const t0 = Date.now() - args.versions * 1000;
   const made = nowMs();
   const sha = (n: number) => n.toString(16).padStart(16, '0').repeat(4);
@@ -71,6 +78,11 @@ async function main(): Promise<void> {
   const commitMs = nowMs() - made;
   log(`${args.versions} versions committed in ${fmtMs(commitMs)} ms`);
 
+  return { t0, commitMs };
+}
+
+/** A warm-up, then interleaved: an as-of lookup at a random moment, then the reference. */
+async function measureLookups(sys: OddsfilesSystem, t0: number): Promise<{ asOf: number[]; ref: number[] }> {
   const base = sys.readerUrl!;
   const headers = { 'x-api-key': sys.key };
   const time = async (path: string) => {
@@ -80,7 +92,6 @@ async function main(): Promise<void> {
     if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
     return nowMs() - s;
   };
-  // Warm-up, then interleaved: an as-of lookup at a random moment, then the reference.
   for (let i = 0; i < 50; i++) await time('/v1/files');
   const asOf: number[] = [];
   const ref: number[] = [];
@@ -89,12 +100,13 @@ async function main(): Promise<void> {
     asOf.push(await time(`/v1/history/${FILE}?at=${at}`));
     ref.push(await time('/v1/files'));
   }
-  redis.disconnect();
-  await sys.stop();
+  return { asOf, ref };
+}
 
+function report(machine: ReturnType<typeof machineInfo>, started: number, commitMs: number, asOf: number[], ref: number[]): string {
   const p99 = quantile(asOf, 0.99);
   const row = (name: string, v: number[]) => [name, fmtMs(median(v)), fmtMs(quantile(v, 0.9)), fmtMs(quantile(v, 0.99)), fmtMs(Math.max(...v))];
-  const out = [
+  return [
     machineLine(machine),
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${Math.round((Date.now() - started) / 1000)} s in all.`,
@@ -109,7 +121,6 @@ async function main(): Promise<void> {
     '',
     `As-of p99 ${fmtMs(p99)} ms: target ≤ ${TARGET_P99_MS} ms ${p99 <= TARGET_P99_MS ? 'met' : 'NOT met'}.`,
   ].join('\n');
-  await publishReport('history', out, WRITE_DOC);
 }
 
 runMain(main);

@@ -218,6 +218,19 @@ function runNode(code: string, env: Record<string, string>): Promise<string> {
   });
 }
 
+/** A bare Node process reading the object (and parsing it): its RSS before and its peak. */
+async function bareRead(object: string, parse: boolean): Promise<{ before: number; hwm: number }> {
+  const code = `
+    import { readFileSync } from 'node:fs';
+    const mem = () => Object.fromEntries(readFileSync('/proc/self/status', 'utf8').split('\\n').filter((l) => l.startsWith('Vm')).map((l) => [l.split(':')[0], Number(l.split(/\\s+/)[1]) * 1024]));
+    await new Promise((r) => setTimeout(r, 200));
+    const before = mem().VmRSS;
+    const bytes = readFileSync(process.env.OBJECT);
+    ${parse ? 'const doc = JSON.parse(bytes.toString("utf8")); if (!doc.generated_at) throw new Error("?");' : ''}
+    process.stdout.write(JSON.stringify({ before, hwm: mem().VmHWM }) + '\\n');`;
+  return JSON.parse(await runNode(code, { OBJECT: object })) as { before: number; hwm: number };
+}
+
 async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; timings: string; size: number }> {
   log(`worker: one ${BIG_MB} MB drop…`);
   const feed = EXAMPLE_FEEDS.find((f) => f.filename === 'site_pregame_northwind_soccer.json')!;
@@ -248,19 +261,8 @@ async function workerCase(): Promise<{ rows: string[][]; readerRow: string[]; ti
     // The same file for the bare processes: what the store holds.
     const flat = await redis.hgetall(sys.catalogKey);
     const object = join(sys.dataDir, 'store', (JSON.parse(Object.values(flat)[0]!) as { object: string }).object);
-    const bare = async (parse: boolean) => {
-      const code = `
-        import { readFileSync } from 'node:fs';
-        const mem = () => Object.fromEntries(readFileSync('/proc/self/status', 'utf8').split('\\n').filter((l) => l.startsWith('Vm')).map((l) => [l.split(':')[0], Number(l.split(/\\s+/)[1]) * 1024]));
-        await new Promise((r) => setTimeout(r, 200));
-        const before = mem().VmRSS;
-        const bytes = readFileSync(process.env.OBJECT);
-        ${parse ? 'const doc = JSON.parse(bytes.toString("utf8")); if (!doc.generated_at) throw new Error("?");' : ''}
-        process.stdout.write(JSON.stringify({ before, hwm: mem().VmHWM }) + '\\n');`;
-      return JSON.parse(await runNode(code, { OBJECT: object })) as { before: number; hwm: number };
-    };
-    const parsed = await bare(true);
-    const readOnly = await bare(false);
+    const parsed = await bareRead(object, true);
+    const readOnly = await bareRead(object, false);
     const row = (name: string, b: number, h: number, target: boolean) => [
       name,
       `${mb(b)} MB`,

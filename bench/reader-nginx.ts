@@ -16,7 +16,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../test/helpers/faults.js';
-import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode } from './lib/bare-node.js';
+import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode, type Site } from './lib/bare-node.js';
 import { benchArgs, commandLine } from './lib/cli.js';
 import { loadTool, runLoad } from './lib/load.js';
 import { machineInfo, machineLine, which } from './lib/machine.js';
@@ -76,6 +76,39 @@ async function main(): Promise<void> {
 
   // Publish the example registry: one 200 KB file, the others about 4 KB.
   const sys = await OddsfilesSystem.start({ label: 'nginx', shape: 'pair' });
+  const big = await publishAndHold(sys);
+  // The readers alone from now on: the one as deployed, and variants that show where its time
+  // goes (same binary, same data and Redis prefix, each its own process).
+  await sys.procs.find((p) => !p.roles.includes('reader'))!.stop();
+  const reader: Server = { name: 'reader (as deployed)', base: sys.readerUrl!, pids: () => [sys.reader!.pid], scenarios: 'all' };
+  const variants = await startReaderVariants(sys, big);
+
+  // The exact bytes the reader answers, as static files for nginx.
+  const dir = await tempDir('nginx');
+  const site = await saveSite(dir, reader.base, sys.key, BIG);
+
+  // What the API's response headers alone cost a Node server: the bare server sending the reader's own.
+  const withHeaders = await captureReplyHeaders(reader.base, sys.key, BIG);
+  const servers: Server[] = [
+    reader,
+    ...variants,
+    bareServer(await startBareNode(dir, sys.key, BIG, withHeaders), 'targets'),
+    bareServer(await startBareNode(dir, sys.key, BIG), 'all'),
+  ];
+  if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
+
+  const scenarios = scenariosOf(site);
+  await checkSameBytes(scenarios, servers, sys.key);
+  const rows: string[][] = [];
+  const started = Date.now();
+  for (const s of scenarios) rows.push(...(await measureScenario(s, servers, reader, sys.key, nginxBin !== undefined)));
+  const measuredS = Math.round((Date.now() - started) / 1000);
+  await sys.stop();
+  await publishReport('reader-nginx', report(machine, measuredS, nginxBin !== undefined, rows), WRITE_DOC);
+}
+
+/** Publish the example set, and wait until the reader holds the big file compressed both ways. */
+async function publishAndHold(sys: OddsfilesSystem): Promise<{ sha256: string }> {
   const versions = await publishExampleSet(sys, BIG);
   const poller = new Poller(sys.readerUrl!, sys.key);
   const big = versions.find((v) => v.name === BIG)!;
@@ -86,10 +119,11 @@ async function main(): Promise<void> {
     await poller.untilHeld(`/v1/data/${BIG}`, `"${big.sha256.slice(0, 32)}-${suffix}"`, { 'accept-encoding': coding });
   }
   poller.close();
-  // The readers alone from now on: the one as deployed, and two variants that show where its
-  // time goes (same binary, same data and Redis prefix, each its own process).
-  await sys.procs.find((p) => !p.roles.includes('reader'))!.stop();
-  const reader: Server = { name: 'reader (as deployed)', base: sys.readerUrl!, pids: () => [sys.reader!.pid], scenarios: 'all' };
+  return big;
+}
+
+/** The reader again in processes of their own, each with one setting changed (or `--baseline`'s build). */
+async function startReaderVariants(sys: OddsfilesSystem, big: { sha256: string }): Promise<Server[]> {
   const errorsOnly = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' } });
   const errorsOnlyNoRate = await writeConfig(sys.dataDir, { reader: { request_log: 'errors' }, plans: { pro: { allow: ['*'] } } });
   const fastifyOnly = await writeConfig(sys.dataDir, { reader: { hot_path: false } });
@@ -121,21 +155,11 @@ async function main(): Promise<void> {
     vp.close();
   }
 
-  // The exact bytes the reader answers, as static files for nginx.
-  const dir = await tempDir('nginx');
-  const site = await saveSite(dir, reader.base, sys.key, BIG);
+  return variants;
+}
 
-  // What the API's response headers alone cost a Node server: the bare server sending the reader's own.
-  const withHeaders = await captureReplyHeaders(reader.base, sys.key, BIG);
-  const servers: Server[] = [
-    reader,
-    ...variants,
-    bareServer(await startBareNode(dir, sys.key, BIG, withHeaders), 'targets'),
-    bareServer(await startBareNode(dir, sys.key, BIG), 'all'),
-  ];
-  if (nginxBin) servers.unshift({ ...(await startNginx(nginxBin, dir)), scenarios: 'all' });
-
-  const scenarios: Scenario[] = [
+function scenariosOf(site: Site): Scenario[] {
+  return [
     {
       name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, gzip (${Math.round(site.gzip.length / 1024)} KB sent)`,
       path: `/v1/data/${BIG}`,
@@ -145,54 +169,58 @@ async function main(): Promise<void> {
     { name: `GET /v1/files (${site.files.length} B)`, path: '/v1/files', headers: {}, target: 0.5 },
     { name: `GET /v1/data, ${Math.round(site.identity.length / 1024)} KB, identity`, path: `/v1/data/${BIG}`, headers: {} },
   ];
-  // Same bytes from both (checked once per scenario).
+}
+
+/** The same bytes from every server (checked once per scenario). */
+async function checkSameBytes(scenarios: readonly Scenario[], servers: readonly Server[], key: string): Promise<void> {
   for (const s of scenarios) {
-    const bodies = await Promise.all(servers.map((srv) => rawGet(`${srv.base}${s.path}`, { 'x-api-key': sys.key, ...s.headers })));
+    const bodies = await Promise.all(servers.map((srv) => rawGet(`${srv.base}${s.path}`, { 'x-api-key': key, ...s.headers })));
     if (bodies.some((b) => b.status !== 200 || !b.bytes.equals(bodies[0]!.bytes))) throw new Error(`${s.name}: the servers do not answer the same bytes`);
   }
+}
 
+/** Rounds of load on every server the scenario measures, interleaved; one row per server. */
+async function measureScenario(s: Scenario, servers: readonly Server[], reader: Server, key: string, nginx: boolean): Promise<string[][]> {
   const rows: string[][] = [];
-  const started = Date.now();
-  for (const s of scenarios) {
-    const these = servers.filter((srv) => srv.scenarios === 'all' || s.target !== undefined);
-    const runs = new Map<string, Load[]>(these.map((srv) => [srv.name, []]));
-    for (const srv of these) await load(srv, s, sys.key, 1);
-    for (let r = 0; r < ROUNDS; r++) {
-      const order = r % 2 === 0 ? these : [...these].reverse();
-      for (const srv of order) {
-        await quiesce(
-          these.flatMap((x) => x.pids()),
-          { maxMs: 2000 },
-        );
-        runs.get(srv.name)!.push(await load(srv, s, sys.key, DURATION));
-      }
+  const these = servers.filter((srv) => srv.scenarios === 'all' || s.target !== undefined);
+  const runs = new Map<string, Load[]>(these.map((srv) => [srv.name, []]));
+  for (const srv of these) await load(srv, s, key, 1);
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = r % 2 === 0 ? these : [...these].reverse();
+    for (const srv of order) {
+      await quiesce(
+        these.flatMap((x) => x.pids()),
+        { maxMs: 2000 },
+      );
+      runs.get(srv.name)!.push(await load(srv, s, key, DURATION));
     }
-    const med = (name: string, k: keyof Load) => median(runs.get(name)!.map((x) => x[k]));
-    const ref = nginxBin ? med('nginx', 'rps') : Number.NaN;
-    for (const srv of these) {
-      const rps = med(srv.name, 'rps');
-      const ratio = rps / ref;
-      const isRef = srv.name === 'nginx';
-      const deployed = srv === reader;
-      rows.push([
-        s.name,
-        srv.name,
-        fmtInt(rps),
-        isRef ? '1.00×' : nginxBin ? (deployed ? `**${fmtX(ratio)}**` : fmtX(ratio)) : 'nginx skipped',
-        med(srv.name, 'p99ms').toFixed(1),
-        `${fmtInt(med(srv.name, 'cpuUs'))} (${fmtInt(med(srv.name, 'sysUs'))})`,
-        deployed ? (s.target === undefined ? '(information)' : nginxBin ? (ratio >= s.target ? 'met' : '**missed**') : 'not measured') : '',
-      ]);
-    }
-    log(`${s.name}: ${[...runs].map(([n, l]) => `${n} ${l.map((x) => fmtInt(x.rps)).join(' ')}`).join(' | ')}`);
   }
-  const measuredS = Math.round((Date.now() - started) / 1000);
-  await sys.stop();
+  const med = (name: string, k: keyof Load) => median(runs.get(name)!.map((x) => x[k]));
+  const ref = nginx ? med('nginx', 'rps') : Number.NaN;
+  for (const srv of these) {
+    const rps = med(srv.name, 'rps');
+    const ratio = rps / ref;
+    const isRef = srv.name === 'nginx';
+    const deployed = srv === reader;
+    rows.push([
+      s.name,
+      srv.name,
+      fmtInt(rps),
+      isRef ? '1.00×' : nginx ? (deployed ? `**${fmtX(ratio)}**` : fmtX(ratio)) : 'nginx skipped',
+      med(srv.name, 'p99ms').toFixed(1),
+      `${fmtInt(med(srv.name, 'cpuUs'))} (${fmtInt(med(srv.name, 'sysUs'))})`,
+      deployed ? (s.target === undefined ? '(information)' : nginx ? (ratio >= s.target ? 'met' : '**missed**') : 'not measured') : '',
+    ]);
+  }
+  log(`${s.name}: ${[...runs].map(([n, l]) => `${n} ${l.map((x) => fmtInt(x.rps)).join(' ')}`).join(' | ')}`);
+  return rows;
+}
 
-  const out = [
+function report(machine: ReturnType<typeof machineInfo>, measuredS: number, nginx: boolean, rows: string[][]): string {
+  return [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; load: ${loadTool}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginxBin ? '' : ' **nginx not installed: comparison skipped.**'}`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; load: ${loadTool}, ${CONNECTIONS} keep-alive connections; per scenario 1 s warm-up each, then ${ROUNDS} rounds of ${DURATION} s per server, interleaved (order flipped every round), medians; ${measuredS} s of load in all.${nginx ? '' : ' **nginx not installed: comparison skipped.**'}`,
     '',
     '- reader: `oddsfiles start --roles reader` alone (the watcher+worker that published the files stopped), its `/v1` GETs taken by the front door (`reader.hot_path`, the default: src/reader/data/front-door.ts), `LOG_LEVEL=info` (one log line per request, to a file), the plan rate limit counted with tokens leased from Redis in blocks (the `pro` plan with a rate too high to trip), the key in `X-API-Key`.',
     '- three more reader processes on the same data show where its time goes: every /v1 request through Fastify routes (`reader.hot_path: false`); with `--baseline`, another build on the same data; without the request log line for successful requests (`reader.request_log: errors`, the setting for busy readers); and also without the plan rate limit (a `pro` plan without `rate`). Measured in the two scenarios with a target.',
@@ -210,7 +238,6 @@ async function main(): Promise<void> {
       'l',
     ]),
   ].join('\n');
-  await publishReport('reader-nginx', out, WRITE_DOC);
 }
 
 /** A bare node:http server (bench/lib/bare-node.ts) as one of the servers measured. */

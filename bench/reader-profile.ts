@@ -58,6 +58,18 @@ const PERF = args.perf;
 const BARE = args.bare;
 const BIG = 'site_pregame_northwind_soccer.json';
 
+interface Measured {
+  /** GET target, e.g. /v1/files, and what was profiled, for the report's first line. */
+  readonly target: string;
+  readonly setup: string;
+  readonly who: string;
+  readonly rps: number;
+  readonly requests: number;
+  /** CPU per request over the load (/proc), user and kernel, µs. */
+  readonly userUs: number;
+  readonly sysUs: number;
+}
+
 async function main(): Promise<void> {
   log(machineLine(machineInfo()));
   if (!which('wrk')) log('wrk is not installed (Debian: apt-get install -y wrk): the load comes from autocannon in this process.');
@@ -70,10 +82,33 @@ async function main(): Promise<void> {
   // Its own reader stops too: the profiled one is alone on the machine's CPUs.
   for (const p of sys.procs) await p.stop();
 
-  const port = await freePort();
   const profDir = join(sys.dataDir, 'cpu-profile');
-  const config = await writeConfig(sys.dataDir, { reader: { request_log: REQUEST_LOG }, ...(NO_RATE ? { plans: { pro: { allow: ['*'] } } } : {}) });
   const nodeArgs = perf ? ['--perf-basic-prof'] : ['--cpu-prof', '--cpu-prof-dir', profDir];
+  const { reader, base } = await startProfiledReader(sys, nodeArgs, versions.find((v) => v.name === BIG)!.sha256);
+
+  // The process profiled: the reader, or (`--bare`) the bare server on the reader's bytes and headers.
+  let profiled: Profiled = { pid: reader.pid, base, stop: () => reader.stop() };
+  if (BARE) {
+    const dir = join(sys.dataDir, 'bare');
+    await saveSite(dir, base, sys.key, BIG);
+    const bare = await startBareNode(dir, sys.key, BIG, await captureReplyHeaders(base, sys.key, BIG), nodeArgs);
+    await reader.stop();
+    profiled = bare;
+    log(`the bare node:http server holds the reader's bytes and headers; loading it (${loadTool})`);
+  } else log(`the reader holds the file; loading it (${loadTool})`);
+  const perfData = join(sys.dataDir, 'perf.data');
+  const measured = await loadProfiled(profiled, sys.key, perf, perfData);
+  if (perf) perfReport(perf, perfData, measured);
+  else await v8Report(profDir, measured);
+  await sys.stop();
+}
+
+type Profiled = { readonly pid: number; readonly base: string; stop(): Promise<void> };
+
+/** A reader of its own, under the profiler's node flags, holding the big file compressed. */
+async function startProfiledReader(sys: OddsfilesSystem, nodeArgs: string[], bigSha256: string): Promise<{ reader: OddsfilesProcess; base: string }> {
+  const port = await freePort();
+  const config = await writeConfig(sys.dataDir, { reader: { request_log: REQUEST_LOG }, ...(NO_RATE ? { plans: { pro: { allow: ['*'] } } } : {}) });
   const reader = new OddsfilesProcess(
     { ...sys.env, PORT: String(port), ODDSFILES_CONFIG: config },
     ['start', '--roles', 'reader'],
@@ -84,29 +119,22 @@ async function main(): Promise<void> {
   onCleanup(() => reader.stop());
   const base = `http://127.0.0.1:${port}`;
   await waitHealthy(base, 'the profiled reader');
-  const big = versions.find((v) => v.name === BIG)!;
   const poller = new Poller(base, sys.key);
-  await poller.untilHeld(`/v1/data/${BIG}`, `"${big.sha256.slice(0, 32)}-gz"`, { 'accept-encoding': 'gzip' }, 30_000);
+  await poller.untilHeld(`/v1/data/${BIG}`, `"${bigSha256.slice(0, 32)}-gz"`, { 'accept-encoding': 'gzip' }, 30_000);
   poller.close();
 
-  // The process profiled: the reader, or (`--bare`) the bare server on the reader's bytes and headers.
-  let profiled: { readonly pid: number; readonly base: string; stop(): Promise<void> } = { pid: reader.pid, base, stop: () => reader.stop() };
-  if (BARE) {
-    const dir = join(sys.dataDir, 'bare');
-    await saveSite(dir, base, sys.key, BIG);
-    const bare = await startBareNode(dir, sys.key, BIG, await captureReplyHeaders(base, sys.key, BIG), nodeArgs);
-    await reader.stop();
-    profiled = bare;
-    log(`the bare node:http server holds the reader's bytes and headers; loading it (${loadTool})`);
-  } else log(`the reader holds the file; loading it (${loadTool})`);
+  return { reader, base };
+}
+
+/** A warm-up, then the measured load, sampled by perf when given; the profiled process stopped after. */
+async function loadProfiled(profiled: Profiled, key: string, perf: string | undefined, perfData: string): Promise<Measured> {
   const target = PATH === 'files' ? '/v1/files' : `/v1/data/${BIG}`;
   const load = {
     url: `${profiled.base}${target}`,
-    headers: { 'x-api-key': sys.key, ...(PATH === 'gzip' ? { 'accept-encoding': 'gzip' } : {}) },
+    headers: { 'x-api-key': key, ...(PATH === 'gzip' ? { 'accept-encoding': 'gzip' } : {}) },
     connections: CONNECTIONS,
   };
   await runLoad({ ...load, seconds: args.quick ? 1 : 2 }); // so the profile is of compiled code, not of the JIT's first minutes
-  const perfData = join(sys.dataDir, 'perf.data');
   // perf samples the process for the run's length; it starts a moment before the load and stops with it.
   const recorder = perf
     ? spawn(perf, ['record', '-F', '1999', '-g', '-p', String(profiled.pid), '-o', perfData, '--', 'sleep', String(DURATION)], { stdio: 'ignore' })
@@ -117,44 +145,54 @@ async function main(): Promise<void> {
   const cpu1 = cpuSplitMs(profiled.pid);
   await recorded;
   await profiled.stop();
+  return {
+    target,
+    setup: BARE ? "bare node:http with the reader's bytes and headers" : `request_log: ${REQUEST_LOG}${NO_RATE ? ', plan without rate' : ''}`,
+    who: BARE ? 'the bare server' : 'the reader',
+    rps,
+    requests,
+    userUs: ((cpu1.user - cpu0.user) * 1000) / (requests || 1),
+    sysUs: ((cpu1.system - cpu0.system) * 1000) / (requests || 1),
+  };
+}
 
-  const userUs = ((cpu1.user - cpu0.user) * 1000) / (requests || 1);
-  const sysUs = ((cpu1.system - cpu0.system) * 1000) / (requests || 1);
-  const setup = BARE ? "bare node:http with the reader's bytes and headers" : `request_log: ${REQUEST_LOG}${NO_RATE ? ', plan without rate' : ''}`;
-  const who = BARE ? 'the bare server' : 'the reader';
-  if (perf) {
-    process.stdout.write(
-      `\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`,
-    );
-    process.stdout.write(
-      `CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`,
-    );
-    const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], {
-      encoding: 'utf8',
-      maxBuffer: 64 << 20,
-    });
-    const lines = report.stdout
-      .split('\n')
-      .filter((l) => /^\s+[\d.]+%/.test(l))
-      .slice(0, TOP);
-    const total = userUs + sysUs;
-    const rows = lines.map((l) => {
-      const m = /^\s+([\d.]+)%\s+\[([.k])\]\s+(.*)$/.exec(l);
-      if (!m) return [l.trim(), '', ''];
-      return [`${m[2] === 'k' ? '[kernel] ' : ''}${m[3]!.trim().slice(0, 110)}`, `${m[1]} %`, ((Number(m[1]) / 100) * total).toFixed(2)];
-    });
-    process.stdout.write(
-      table(
-        ['component (perf, innermost frame that names one)', 'share', 'µs / request'],
-        perfComponents(perf, perfData).map(([k, share]) => [k, `${(share * 100).toFixed(1)} %`, (share * total).toFixed(2)]),
-      ),
-    );
-    process.stdout.write('\n\n');
-    process.stdout.write(table(['symbol (perf, self)', 'self', 'µs / request'], rows));
-    process.stdout.write('\n');
-    await sys.stop();
-    return;
-  }
+/** Linux perf's view: by component, then the top symbols. */
+function perfReport(perf: string, perfData: string, measured: Measured): void {
+  const { target, setup, who, rps, userUs, sysUs } = measured;
+  process.stdout.write(
+    `\nGET ${target}${PATH === 'gzip' ? ' (gzip)' : ''} (${setup}): ${fmtInt(rps)} req/s over ${DURATION} s with ${CONNECTIONS} connections\n`,
+  );
+  process.stdout.write(
+    `CPU of ${who} over the load (/proc): ${(userUs + sysUs).toFixed(1)} µs per request, of which ${userUs.toFixed(1)} in user space and ${sysUs.toFixed(1)} in the kernel.\n\n`,
+  );
+  const report = spawnSync(perf, ['report', '-i', perfData, '--stdio', '--no-children', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.4'], {
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
+  const lines = report.stdout
+    .split('\n')
+    .filter((l) => /^\s+[\d.]+%/.test(l))
+    .slice(0, TOP);
+  const total = userUs + sysUs;
+  const rows = lines.map((l) => {
+    const m = /^\s+([\d.]+)%\s+\[([.k])\]\s+(.*)$/.exec(l);
+    if (!m) return [l.trim(), '', ''];
+    return [`${m[2] === 'k' ? '[kernel] ' : ''}${m[3]!.trim().slice(0, 110)}`, `${m[1]} %`, ((Number(m[1]) / 100) * total).toFixed(2)];
+  });
+  process.stdout.write(
+    table(
+      ['component (perf, innermost frame that names one)', 'share', 'µs / request'],
+      perfComponents(perf, perfData).map(([k, share]) => [k, `${(share * 100).toFixed(1)} %`, (share * total).toFixed(2)]),
+    ),
+  );
+  process.stdout.write('\n\n');
+  process.stdout.write(table(['symbol (perf, self)', 'self', 'µs / request'], rows));
+  process.stdout.write('\n');
+}
+
+/** The V8 CPU profile's view: by package, then by function. */
+async function v8Report(profDir: string, measured: Measured): Promise<void> {
+  const { target, setup, who, rps, requests, userUs, sysUs } = measured;
   const file = (await readdir(profDir)).find((f) => f.endsWith('.cpuprofile'));
   if (!file) throw new Error(`no profile written in ${profDir}`);
   const { busyMs, groups, functions } = summarizeProfile(join(profDir, file), TOP);
@@ -174,7 +212,6 @@ async function main(): Promise<void> {
   process.stdout.write('\n\n');
   process.stdout.write(table(['function', 'self', 'µs / request'], rows(functions)));
   process.stdout.write('\n');
-  await sys.stop();
 }
 
 /**

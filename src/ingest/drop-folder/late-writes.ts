@@ -46,7 +46,7 @@ export async function checkLateWrites(deps: LateWriteDeps): Promise<number> {
     // Written after the rejection was (its reason.json), or unlike the kept bytes: the writer went
     // on. The kept copy is compared only while it is as judged (not written after reason.json): an
     // operator may fix it in place before a `rejected retry`, and that is no late write.
-    const reason = await lstat(join(deps.rejectedDir, id, 'reason.json')).catch(() => undefined);
+    const reason = await ifExists(lstat(join(deps.rejectedDir, id, 'reason.json')));
     const keptAsJudged = reason !== undefined && kept.mtimeMs <= reason.mtimeMs;
     const written = (reason !== undefined && st.mtimeMs > reason.mtimeMs) || (keptAsJudged && (st.size !== kept.size || st.mtimeMs > kept.mtimeMs));
     if (!written) {
