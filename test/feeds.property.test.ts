@@ -1,6 +1,7 @@
 /**
  * Property tests: parseFilename and the document validator on arbitrary input. The filename
- * oracle is derived from the families of spec §4.3; the document oracle lists, for a generated
+ * oracle restates the filename families (a live and a pregame file per sport for most bookmakers, one
+ * combined file for those that publish one) independently of the code; the document oracle lists, for a generated
  * document, every rejection reason that applies to it, so the test does not depend on the order
  * in which the validator happens to check things.
  */
@@ -63,7 +64,7 @@ describe('parseFilename', () => {
   const sports = [...EXAMPLE_SPORTS, 'cricket', 'Soccer', ''];
   const kinds = ['live', 'pregame', 'livepre', 'inplay', 'LIVE', ''];
 
-  /** Spec §4.3, independently of the code: is this assembled name a feed? */
+  /** The filename families, independently of the code: is this assembled name a feed? */
   function oracle(kind: string, key: string, sport: string | null): boolean {
     const b = EXAMPLE_BOOKMAKERS.find((x) => x.key === key);
     if (!b) return false;
@@ -72,7 +73,7 @@ describe('parseFilename', () => {
     return b.feeds !== 'livepre' && (kind === 'live' || kind === 'pregame');
   }
 
-  it('says exactly which assembled names are feeds, following the families of spec §4.3', () => {
+  it('says exactly which assembled names are feeds, following the filename families', () => {
     fc.assert(
       fc.property(fc.constantFrom(...kinds), fc.constantFrom(...keys), fc.option(fc.constantFrom(...sports), { nil: null }), (kind, key, sport) => {
         const name = `site_${kind}_${key}${sport === null ? '' : `_${sport}`}.json`;
