@@ -11,16 +11,13 @@
  * `dropped` event (it resumes with Last-Event-ID). A revoked key's streams end at once with a
  * `revoked` event; when the log moved out of reach every stream ends with `reset`.
  *
- * Conflation (`conflateMs` > 0): a stream gets at most one write of changes per window. A change
- * to a stream that was written to less than a window ago is held, only the latest of each file,
- * and the held changes are written together, in position order, when the window ends; a stream
- * quiet for a window gets its next change at once. Positions still increase, so Last-Event-ID
- * resumes as without it: a change left out was replaced by a later one of the same file that was
- * sent. A stream catching up gets the latest change of each file of each page it reads.
+ * Conflation (`conflateMs` > 0, conflate.ts): at most one write of changes per window; a stream
+ * catching up gets the latest change of each file of each page it reads.
  */
 import type { ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
 import type { Principal } from '../../keys/ring.js';
+import { createConflation, type Conflation } from './conflate.js';
 import type { ChangeFeed } from './feed.js';
 import type { FeedEvent } from './event.js';
 
@@ -56,13 +53,8 @@ interface OpenStream {
   behind: boolean;
   /** Since when it is behind (ms). */
   behindSince: number;
-  /** At most one write of changes per this many ms (0: each as it comes). */
-  readonly conflateMs: number;
-  /** Conflated: the latest change of each file, held until the window ends. */
-  readonly held: Map<string, FeedEvent>;
-  /** When changes were last written (ms). */
-  lastWrite: number;
-  flushTimer: NodeJS.Timeout | undefined;
+  /** At most one write of changes per window, when the client asked for it. */
+  conflation: Conflation | undefined;
 }
 
 export interface StreamHub {
@@ -101,8 +93,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (n <= 0) perKey.delete(s.principal.rateKey);
     else perKey.set(s.principal.rateKey, n);
     counters?.closed?.();
-    clearTimeout(s.flushTimer);
-    s.held.clear();
+    s.conflation?.stop();
     // Closed by its client: nothing to end (the route gives it its request line and count).
     if (s.res.destroyed) return;
     if (event !== undefined) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
@@ -119,33 +110,16 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (s.out.writableLength > maxBufferedBytes) fallBehind(s);
   };
 
-  /** Write a conflated stream's held changes, in position order, as one write. */
-  const flush = (s: OpenStream): void => {
-    clearTimeout(s.flushTimer);
-    s.flushTimer = undefined;
-    if (s.held.size === 0 || !streams.has(s)) return;
-    const events = [...s.held.values()].sort((x, y) => x.seq - y.seq);
-    s.held.clear();
-    s.lastWrite = Date.now();
+  /** A conflated stream's held changes, in position order, as one write. */
+  const writeHeld = (s: OpenStream, events: FeedEvent[]): void => {
+    if (!streams.has(s)) return;
     write(s, events.length === 1 ? events[0]!.frame : Buffer.concat(events.map((e) => e.frame)));
     counters?.sent?.(events.length);
   };
 
-  /** Hold `events` (allowed, after the cursor) for a conflated stream; written now when its window has passed. */
-  const hold = (s: OpenStream, events: readonly FeedEvent[]): void => {
-    for (const e of events) {
-      s.held.delete(e.filename);
-      s.held.set(e.filename, e);
-    }
-    if (s.flushTimer !== undefined || s.held.size === 0) return;
-    const due = s.lastWrite + s.conflateMs - Date.now();
-    if (due <= 0) flush(s);
-    else s.flushTimer = setTimeout(() => flush(s), due);
-  };
-
   const fallBehind = (s: OpenStream): void => {
     // What is held goes first: the catch-up writes only what comes after the cursor.
-    if (s.held.size > 0) flush(s);
+    s.conflation?.flush();
     if (!s.behind) {
       s.behind = true;
       s.behindSince = Date.now();
@@ -161,7 +135,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         const page = await s.replay(before);
         if (!streams.has(s)) return;
         let sent = 0;
-        if (s.conflateMs > 0) {
+        if (s.conflation) {
           // The latest change of each file of the page, in position order, in one write.
           const latest = new Map<string, FeedEvent>();
           for (const e of page.events) {
@@ -172,7 +146,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
           }
           if (latest.size > 0) {
             s.out.write(Buffer.concat([...latest.values()].map((e) => e.frame)));
-            s.lastWrite = Date.now();
+            s.conflation.wrote();
             sent = latest.size;
           }
         } else {
@@ -238,10 +212,10 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       for (; next < stop; next++) {
         const s = list[next]!;
         if (s.behind || !streams.has(s)) continue;
-        if (s.conflateMs > 0) {
+        if (s.conflation) {
           const mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
           if (batch.at(-1)!.seq > s.cursor) s.cursor = batch.at(-1)!.seq;
-          hold(s, mine);
+          s.conflation.hold(mine);
           continue;
         }
         // Streams level with the feed (nearly all) share the frames of their allow-list.
@@ -317,11 +291,9 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         cursor: after,
         behind: true,
         behindSince: Date.now(),
-        conflateMs,
-        held: new Map(),
-        lastWrite: 0,
-        flushTimer: undefined,
+        conflation: undefined,
       };
+      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (events) => writeHeld(s, events));
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();
