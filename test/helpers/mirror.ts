@@ -7,6 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { EXAMPLE_FEEDS, generateDocument } from '../fixtures/corpus.js';
+import { onJsonLines } from './json-lines.js';
 import { spawnTracked } from './processes.js';
 import { BIN } from './service.js';
 
@@ -28,22 +29,15 @@ export function startMirror(args: readonly string[], env: Record<string, string>
   const proc = spawnTracked(process.execPath, [...bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: MirrorLine[] = [];
   let stderr = '';
-  let buf = '';
   const waiters = new Set<() => void>();
-  proc.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    buf += chunk;
-    let i: number;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        lines.push(JSON.parse(line) as MirrorLine);
-      } catch {
-        lines.push({ event: 'text', text: line });
-      }
-    }
-    waiters.forEach((w) => w());
-  });
+  onJsonLines<MirrorLine>(
+    proc.stdout,
+    (line) => ({ event: 'text', text: line }),
+    (l) => {
+      lines.push(l);
+      waiters.forEach((w) => w());
+    },
+  );
   proc.stderr.setEncoding('utf8').on('data', (c: string) => {
     stderr += c;
     waiters.forEach((w) => w());

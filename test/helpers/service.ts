@@ -7,6 +7,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onJsonLines } from './json-lines.js';
 import { spawnTracked } from './processes.js';
 
 export const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
@@ -51,21 +52,14 @@ export async function startOddsfiles(env: Record<string, string>, args: string[]
   const logs: LogLine[] = [];
   const waiters = new Set<() => void>();
   let stderr = '';
-  let buf = '';
-  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    buf += chunk;
-    let i: number;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        logs.push(JSON.parse(line) as LogLine);
-      } catch {
-        logs.push({ msg: line });
-      }
+  onJsonLines<LogLine>(
+    proc.stdout!,
+    (line) => ({ msg: line }),
+    (l) => {
+      logs.push(l);
       waiters.forEach((w) => w());
-    }
-  });
+    },
+  );
   proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
 
