@@ -24,6 +24,7 @@ const REDIS = [
   'test/catalog.*.test.ts',
   'test/cli.inbox-check.test.ts',
   'test/ingest.inbox-marker.test.ts',
+  'test/ingest.history-records.test.ts',
   'test/ingest.late-writes.test.ts',
   'test/ingest.manifest-incremental.test.ts',
   'test/ingest.publish.test.ts',

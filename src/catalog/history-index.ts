@@ -62,6 +62,8 @@ export interface HistoryIndex {
    * many of them the index lacked (`restored`) and how many versions it holds now.
    */
   rebuild(filename: string, members: readonly string[]): Promise<{ restored: number; versions: number }>;
+  /** Whether each member is still in `filename`'s history (not trimmed since it was added). */
+  retained(filename: string, members: readonly string[]): Promise<boolean[]>;
   /** Whether each (filename, sha256) is used by the current entry, the versions list or a retained publication. */
   inUse(items: readonly { readonly filename: string; readonly sha256: string }[]): Promise<boolean[]>;
 }
@@ -147,6 +149,17 @@ export function createHistoryIndex(redis: Redis, keys: RedisKeys): HistoryIndex 
       }
       const versions = Number(await redis.eval(RECOUNT_LUA, 2, keys.history(filename), keys.historyRefs(filename)));
       return { restored, versions };
+    },
+    async retained(filename, members) {
+      if (members.length === 0) return [];
+      const p = redis.pipeline();
+      for (const m of members) p.zscore(keys.history(filename), m);
+      const res = (await p.exec()) ?? [];
+      return members.map((_, i) => {
+        const [err, v] = res[i] ?? [new Error('no reply')];
+        if (err) throw err;
+        return v !== null;
+      });
     },
     async inUse(items) {
       if (items.length === 0) return [];

@@ -6,6 +6,10 @@
  * what it lacked is restored, and only then logged (warn), naming the file and how many.
  * A crash between a commit and its record's write leaves that publication out of a rebuilt index
  * (Redis still has it while it keeps its data).
+ *
+ * Another worker may trim a publication before this one has written its record (its delete then
+ * finds nothing): so after writing, a record whose member the index no longer holds is deleted
+ * here. The trim commits before its own delete runs, so one of the two deletes always comes last.
  */
 import { historyRecordKey, memberOfRecordKey, parseMember } from '../../catalog/history-index.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
@@ -38,6 +42,17 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
   const { catalog, store, log } = deps;
   let puts: Pending[] = [];
   let deletes: Pending[] = [];
+  /** The written records whose publication was trimmed (by any worker) since it was committed. */
+  async function trimmedMeanwhile(written: readonly Pending[]): Promise<Pending[]> {
+    const byFile = new Map<string, Pending[]>();
+    for (const p of written) byFile.set(p.filename, [...(byFile.get(p.filename) ?? []), p]);
+    const out: Pending[] = [];
+    for (const [filename, items] of byFile) {
+      const kept = await catalog.history.retained(filename, items.map((p) => p.member)).catch(() => undefined);
+      if (kept) items.forEach((p, i) => kept[i] || out.push(p));
+    }
+    return out;
+  }
   return {
     committed(filename, added, removed) {
       puts.push({ filename, member: added });
@@ -62,7 +77,8 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
         await store.put(historyRecordKey(p.filename, p.member), Buffer.from(JSON.stringify(body)), 'application/json').catch(() => failed.push(p));
       });
       puts = failed.concat(puts);
-      const removing = deletes;
+      const written = writing.filter((p) => !failed.includes(p));
+      const removing = deletes.concat(await trimmedMeanwhile(written));
       deletes = [];
       await inBatches(removing, (d) =>
         store
