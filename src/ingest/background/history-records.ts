@@ -48,7 +48,12 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
     for (const p of written) byFile.set(p.filename, [...(byFile.get(p.filename) ?? []), p]);
     const out: Pending[] = [];
     for (const [filename, items] of byFile) {
-      const kept = await catalog.history.retained(filename, items.map((p) => p.member)).catch(() => undefined);
+      const kept = await catalog.history
+        .retained(
+          filename,
+          items.map((p) => p.member),
+        )
+        .catch(() => undefined);
       if (kept) items.forEach((p, i) => kept[i] || out.push(p));
     }
     return out;
