@@ -12,7 +12,8 @@
  *   before what is inside it, properties in the schema's order (not the document's), items in
  *   index order; with duplicate keys the last occurrence counts, as JSON.parse keeps the last.
  */
-import { JsonTokenizer, type JsonSink } from './json-tokenizer.js';
+import { JsonTokenizer } from './json-tokenizer.js';
+import type { JsonSink } from './json-tokens.js';
 import { T_ARRAY, T_BOOLEAN, T_INTEGER, T_NULL, T_NUMBER, T_OBJECT, T_STRING, type SchemaPlan } from './schema-plan.js';
 import type { ByteRange, DocumentScanner, ScanResult, SchemaFault } from './scan-result.js';
 
