@@ -6,7 +6,8 @@
  * Systems, started side by side and measured in interleaved blocks (order shuffled per block):
  * oddsfiles in one process (`npm start`); oddsfiles with one process per role (the compose shape);
  * optionally a variant of the latter with another concurrency or environment (an A/B within one
- * run); and the bare reference pipeline, which every ratio is taken against. Each oddsfiles drop
+ * run); with `--baseline`, both shapes again from another build (a before/after in one run); and
+ * the bare reference pipeline, which every ratio is taken against. Each oddsfiles drop
  * is broken into stages from the worker's log line (timings, jobId), the BullMQ job (receivedAt,
  * processedOn), an announcement subscriber of our own and the poller's clock. Then the watcher
  * stage alone, on the same renames: fs.watch as the service uses it, against chokidar with and
@@ -25,7 +26,7 @@ import { benchArgs, commandLine, envOf } from './lib/cli.js';
 import { Dropper } from './lib/dropper.js';
 import { docTemplate, type DocTemplate } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { builtEntry, OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
 import { quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
@@ -63,6 +64,11 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
   'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
   'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
+  baseline: {
+    type: 'string',
+    description:
+      'a checkout of another build (its dist/bin/oddsfiles.js, or dist/workers/oddsfiles.js in builds before bin/): both oddsfiles shapes run from it too, in the same blocks (an A/B of a change)',
+  },
   put: {
     type: 'boolean',
     description:
@@ -92,6 +98,7 @@ const VARIANT_CONCURRENCY = args['variant-concurrency'];
 const VARIANT_ENV = envOf(args['variant-env'], 'variant-env');
 const VARIANT = VARIANT_CONCURRENCY !== undefined || Object.keys(VARIANT_ENV).length > 0;
 const STORE = args.store;
+const BASELINE = args.baseline === undefined ? undefined : builtEntry(args.baseline);
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
 const OTHERS = EXAMPLE_FEEDS.filter((f) => f !== MEASURED);
 
@@ -164,10 +171,23 @@ async function startTargets(): Promise<Target[]> {
     ...(VARIANT_CONCURRENCY === undefined ? [] : [`concurrency ${VARIANT_CONCURRENCY}`]),
     ...Object.entries(VARIANT_ENV).map(([k, v]) => `${k}=${v}`),
   ].join(', ')})`;
+  const baseline = BASELINE
+    ? ([
+        [
+          'oddsfiles (one process), baseline',
+          await OddsfilesSystem.start({ label: 'fresh-base-single', shape: 'single', bin: BASELINE, ...systemOptions('fresh-base-single') }),
+        ],
+        [
+          'oddsfiles (process per role), baseline',
+          await OddsfilesSystem.start({ label: 'fresh-base-split', shape: 'split', bin: BASELINE, ...systemOptions('fresh-base-split') }),
+        ],
+      ] as const)
+    : [];
   const bare = PUT ? undefined : await BareSystem.start('fresh-bare');
   for (const [name, sys] of [
     ['oddsfiles (one process)', single],
     ['oddsfiles (process per role)', split],
+    ...baseline,
     ...(variant ? ([[variantName, variant]] as const) : []),
     ...(bare ? ([['bare reference', bare]] as const) : []),
   ] as const) {

@@ -13,6 +13,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CatalogEntry } from '../src/catalog/types.js';
+import { parseMember } from '../src/catalog/history-index.js';
+import { storedHistory } from '../src/ingest/background/history-log.js';
 import { EXAMPLE_FEEDS, generateCorpus, type FixtureCase } from './fixtures/corpus.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { drop, pendingDrops, rejectionRecords, tinyDoc } from './helpers/drops.js';
@@ -354,9 +356,24 @@ describe('end to end on S3: one watcher, two workers, two readers', () => {
       expect(oldest.status).toBe(200);
       expect(Buffer.from(await oldest.arrayBuffer()).equals(keptBytes.at(-1)!)).toBe(true);
     }
-    // One record per retained publication in the bucket (the index is rebuilt from them). Old
-    // records go in the background after the manifest, whichever of the two workers trimmed them.
-    await waitFor(async () => (await bucket.list(`${base}history/${feed.filename}/`)).length === KEEP_VERSIONS, 15_000, 'history records', 100);
+    // The bucket's history records (the index is rebuilt from them) name exactly the retained
+    // publications: written in the background after the manifest, whichever of the two workers
+    // trimmed the older ones.
+    const fromBucket = {
+      get: (k: string) => bucket.get(`${base}${k}`),
+      list: async (p: string) => (await bucket.list(`${base}${p}`)).map((k) => k.slice(base.length)),
+    };
+    const keptShas = keptBytes.map((b) => sha256(b)).join();
+    await waitFor(
+      async () =>
+        (await storedHistory(fromBucket, feed.filename))
+          .map((m) => parseMember(m)!.sha256)
+          .reverse()
+          .join() === keptShas,
+      15_000,
+      'history records',
+      100,
+    );
     // Every object in the bucket still hashes to its name: nothing partial was left behind.
     for (const k of await bucket.list(`${base}objects/`)) {
       const m = /\/([0-9a-f]{64})\.json$/.exec(k);

@@ -1,9 +1,9 @@
 /**
  * Every retained publication of a file (GET /v1/history): a sorted set per filename, scored by
  * published_at ms, written by the catalog's commit script (redis-catalog.ts) in the same atomic
- * step that publishes, and trimmed there by count and age. Each publication also has a tiny
- * record in the store (`history/<filename>/<member with . for :>.json`, written after the commit
- * by the worker: history-records.ts), from which the set is rebuilt when Redis lost it.
+ * step that publishes, and trimmed there by count and age (always the oldest first). The store
+ * holds records of the publications and trims (written after the commit by the worker, in
+ * batches: src/ingest/background/history-log.ts), from which the set is rebuilt when Redis lost it.
  *
  * A member is `<publishedMs>:<seq>:<sha256>:<size>:<generatedAtMs>`, every field a listing gives,
  * publishedMs and seq written with 15 digits: members sort as publications do (time, then commit).
@@ -29,17 +29,6 @@ export function parseMember(member: string): HistoryVersion | undefined {
   return { publishedMs: Number(m[1]), seq: Number(m[2]), sha256: m[3]!, size: Number(m[4]), generatedAtMs: Number(m[5]), member };
 }
 
-/** The store key of a publication's record: the member, `:` written as `.`. */
-export function historyRecordKey(filename: string, member: string): string {
-  return `history/${filename}/${member.replaceAll(':', '.')}.json`;
-}
-
-/** The member a record key names; undefined for anything else. */
-export function memberOfRecordKey(key: string): string | undefined {
-  const m = /\/(\d{15}\.\d{15}\.[0-9a-f]{64}\.\d+\.-?\d+)\.json$/.exec(key);
-  return m ? m[1]!.replaceAll('.', ':') : undefined;
-}
-
 export interface HistoryPage {
   readonly versions: readonly HistoryVersion[];
   /** More, older, versions follow (ask again with `before` = the last one's member). */
@@ -58,20 +47,34 @@ export interface HistoryIndex {
   /** The published filenames whose history index was never rebuilt from the store (Redis lost it, or it predates history). */
   unbuilt(): Promise<string[]>;
   /**
-   * Add the store's records of `filename` (members) and recount; marks the index built. Says how
-   * many of them the index lacked (`restored`) and how many versions it holds now.
+   * Add the store's records of `filename` (members) newer than its newest trim, and recount; marks
+   * the index built. Says how many of them the index lacked (`restored`) and how many versions it
+   * holds now.
    */
   rebuild(filename: string, members: readonly string[]): Promise<{ restored: number; versions: number }>;
-  /** Whether each member is still in `filename`'s history (not trimmed since it was added). */
-  retained(filename: string, members: readonly string[]): Promise<boolean[]>;
   /** Whether each (filename, sha256) is used by the current entry, the versions list or a retained publication. */
   inUse(items: readonly { readonly filename: string; readonly sha256: string }[]): Promise<boolean[]>;
 }
 
+// KEYS: history set, refs hash. ARGV: members. Adds those newer than the newest trimmed (the
+// field t the commit script keeps: trims take the oldest first, so older ones were trimmed, maybe
+// by another worker after the records were read); says how many were new.
+const ADD_LUA = `
+local t = redis.call('HGET', KEYS[2], 't')
+local added = 0
+for i = 1, #ARGV do
+  local m = ARGV[i]
+  if not t or m > t then added = added + redis.call('ZADD', KEYS[1], tonumber(string.sub(m, 1, 15)), m) end
+end
+return added
+`;
+
 // KEYS: history set, refs hash. Recounts every sha256 and the latest member of each ETag from the
 // whole set (after the store's records were added), and marks the index built.
 const RECOUNT_LUA = `
+local t = redis.call('HGET', KEYS[2], 't')
 redis.call('DEL', KEYS[2])
+if t then redis.call('HSET', KEYS[2], 't', t) end
 local all = redis.call('ZRANGE', KEYS[1], 0, -1)
 for i = 1, #all do
   local sha = string.match(all[i], '^[^:]*:[^:]*:([^:]*):')
@@ -144,22 +147,11 @@ export function createHistoryIndex(redis: Redis, keys: RedisKeys): HistoryIndex 
       let restored = 0;
       for (let i = 0; i < valid.length; i += 5000) {
         const chunk = valid.slice(i, i + 5000);
-        // ZADD answers how many members were new: those the index had lost.
-        restored += await redis.zadd(keys.history(filename), ...chunk.flatMap((m) => [Number(m.slice(0, 15)), m]));
+        // How many members were new: those the index had lost.
+        restored += Number(await redis.eval(ADD_LUA, 2, keys.history(filename), keys.historyRefs(filename), ...chunk));
       }
       const versions = Number(await redis.eval(RECOUNT_LUA, 2, keys.history(filename), keys.historyRefs(filename)));
       return { restored, versions };
-    },
-    async retained(filename, members) {
-      if (members.length === 0) return [];
-      const p = redis.pipeline();
-      for (const m of members) p.zscore(keys.history(filename), m);
-      const res = (await p.exec()) ?? [];
-      return members.map((_, i) => {
-        const [err, v] = res[i] ?? [new Error('no reply')];
-        if (err) throw err;
-        return v !== null;
-      });
     },
     async inUse(items) {
       if (items.length === 0) return [];

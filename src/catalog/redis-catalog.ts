@@ -21,7 +21,8 @@ import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, Commi
 // newest already there, so the order of scores is the order of commits); the oldest are trimmed
 // by count and age, a bounded number per commit, never the one just added. A sha256 is returned
 // as evicted (its object may be deleted) only when no retained publication, the versions list nor
-// the current entry uses it; the trimmed members are returned too (their store records go).
+// the current entry uses it; the trimmed members are returned too (their store records go), and
+// the newest one trimmed is kept (field t of the refs hash): a rebuild never adds it or older back.
 const COMMIT_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local prev = ''
@@ -84,6 +85,8 @@ for i = 1, #removed do
   if m ~= hm then
     redis.call('ZREM', KEYS[5], m)
     trimmed[#trimmed + 1] = m
+    local t = redis.call('HGET', KEYS[6], 't')
+    if not t or m > t then redis.call('HSET', KEYS[6], 't', m) end
     local sha = string.match(m, '^[^:]*:[^:]*:([^:]*):')
     if redis.call('HINCRBY', KEYS[6], 'n:' .. sha, -1) <= 0 then
       redis.call('HDEL', KEYS[6], 'n:' .. sha, 'm:' .. string.sub(sha, 1, 32))

@@ -1,101 +1,125 @@
 /**
- * The store's record of every retained publication (`history/<filename>/...json`, named by its
- * history member: history-index.ts), written after the commit in the manifest writer's background
- * step, never on the publish path; a trimmed publication's record is deleted there too. A file's
- * index is checked against these records once (its first publication, or after Redis lost it):
- * what it lacked is restored, and only then logged (warn), naming the file and how many.
- * A crash between a commit and its record's write leaves that publication out of a rebuilt index
- * (Redis still has it while it keeps its data).
+ * The store's records of every retained publication (history-log.ts), written after the commit in
+ * the manifest writer's background step, never on the publish path: one log object per flush
+ * for every publication and trim it covers (not an object per publication), merged into one
+ * object per file once the log has grown (`mergeAfter` objects), when the merged-away objects
+ * and those whose every member was trimmed are deleted. A file's index is checked against the
+ * records once (its first publication, or after Redis lost it): what it lacked is restored, and
+ * only then logged (warn), naming the file and how many.
+ * A crash between a commit and its flush leaves that publication out of a rebuilt index (Redis
+ * still has it while it keeps its data).
  *
- * Another worker may trim a publication before this one has written its record (its delete then
- * finds nothing): so after writing, a record whose member the index no longer holds is deleted
- * here. The trim commits before its own delete runs, so one of the two deletes always comes last.
+ * Another worker may trim a publication before this one has written it: the trim's log object
+ * carries the newest member trimmed, and everything at or below it is left out of a rebuild and
+ * of a merge, whichever order the two objects were written in.
  */
-import { historyRecordKey, memberOfRecordKey, parseMember } from '../../catalog/history-index.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
 import type { Logger } from '../../log.js';
 import type { Store } from '../../store/store.js';
 import { inBatches } from './cleanup-batch.js';
+import {
+  encodeBatch,
+  encodeLog,
+  factsOf,
+  fileBatchKey,
+  later,
+  LOG_PREFIX,
+  logKey,
+  parseFileKey,
+  readFileObjects,
+  readLog,
+  retainedMembers,
+  type HistoryFacts,
+} from './history-log.js';
 
 export interface HistoryRecords {
   /** `added` was published under `filename`; `removed` were trimmed from its history. */
   committed(filename: string, added: string, removed: readonly string[]): void;
-  /** Write the pending records and delete the trimmed ones; what fails stays pending. */
+  /** Write what is pending as one log object (merging the log when this process has added enough); what fails stays pending. */
   flush(): Promise<void>;
   /** Rebuild from the store's records the index of every published file whose index is missing. */
   repair(): Promise<void>;
+  /** Merge the log when it holds `mergeAfter` objects or more, whoever wrote them (a worker that stopped). */
+  tidy(): Promise<void>;
   pending(): number;
 }
 
 export interface HistoryRecordsDeps {
   readonly catalog: Pick<Catalog, 'history'>;
-  readonly store: Pick<Store, 'put' | 'delete' | 'list'>;
+  readonly store: Pick<Store, 'put' | 'get' | 'delete' | 'list'>;
   readonly log: Logger;
-}
-
-interface Pending {
-  readonly filename: string;
-  readonly member: string;
+  /** Log objects that make a merge (default 256). */
+  readonly mergeAfter?: number;
+  /** The clock naming log objects, ms (default Date.now). */
+  readonly now?: () => number;
 }
 
 export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
   const { catalog, store, log } = deps;
-  let puts: Pending[] = [];
-  let deletes: Pending[] = [];
-  /** The written records whose publication was trimmed (by any worker) since it was committed. */
-  async function trimmedMeanwhile(written: readonly Pending[]): Promise<Pending[]> {
-    const byFile = new Map<string, Pending[]>();
-    for (const p of written) byFile.set(p.filename, [...(byFile.get(p.filename) ?? []), p]);
-    const out: Pending[] = [];
-    for (const [filename, items] of byFile) {
-      const kept = await catalog.history
-        .retained(
-          filename,
-          items.map((p) => p.member),
-        )
-        .catch(() => undefined);
-      if (kept) items.forEach((p, i) => kept[i] || out.push(p));
+  const mergeAfter = deps.mergeAfter ?? 256;
+  const now = deps.now ?? Date.now;
+  let pending: HistoryFacts = new Map();
+  /** Log objects this process wrote since its last merge. */
+  let written = 0;
+
+  const putBack = (facts: HistoryFacts) => {
+    for (const [filename, f] of facts) {
+      const into = factsOf(pending, filename);
+      for (const m of f.added) into.added.add(m);
+      into.trimmed = later(into.trimmed, f.trimmed);
     }
-    return out;
-  }
+  };
+
+  /**
+   * Folds the log objects `keys` into one object per file, then deletes them, and the file's
+   * objects whose every member is trimmed. A log object written meanwhile is not in `keys` and
+   * stays; two merges at once each write what they read before deleting it.
+   */
+  const merge = async (keys: readonly string[]) => {
+    const facts = await readLog(store, keys);
+    // One file at a time: a merge is background work and must leave the thread pool to publications.
+    for (const [filename, f] of facts) {
+      const newest = retainedMembers(f).at(-1) ?? f.trimmed;
+      if (newest === undefined) continue;
+      const key = fileBatchKey(filename, newest);
+      await store.put(key, encodeBatch(f), 'application/json');
+      if (f.trimmed === undefined) continue;
+      const trimmed = f.trimmed;
+      const gone = (await store.list(`history/${filename}/`)).filter((k) => k !== key && (parseFileKey(k)?.member ?? '~') <= trimmed);
+      await inBatches(gone, (k) => store.delete(k));
+    }
+    await inBatches(keys, (k) => store.delete(k));
+    written = 0;
+  };
+
   return {
     committed(filename, added, removed) {
-      puts.push({ filename, member: added });
-      for (const member of removed) deletes.push({ filename, member });
+      const f = factsOf(pending, filename);
+      f.added.add(added);
+      for (const m of removed) f.trimmed = later(f.trimmed, m);
     },
     async flush() {
-      const gone = new Set(deletes.map((d) => `${d.filename}\n${d.member}`));
-      const writing = puts.filter((p) => !gone.has(`${p.filename}\n${p.member}`));
-      puts = [];
-      const failed: Pending[] = [];
-      await inBatches(writing, async (p) => {
-        const v = parseMember(p.member);
-        if (!v) return;
-        const body = {
-          filename: p.filename,
-          seq: v.seq,
-          sha256: v.sha256,
-          size: v.size,
-          generated_at: new Date(v.generatedAtMs).toISOString(),
-          published_at: new Date(v.publishedMs).toISOString(),
-        };
-        await store.put(historyRecordKey(p.filename, p.member), Buffer.from(JSON.stringify(body)), 'application/json').catch(() => failed.push(p));
-      });
-      puts = failed.concat(puts);
-      const written = writing.filter((p) => !failed.includes(p));
-      const removing = deletes.concat(await trimmedMeanwhile(written));
-      deletes = [];
-      await inBatches(removing, (d) =>
-        store
-          .delete(historyRecordKey(d.filename, d.member))
-          .catch((err: unknown) => log.warn({ err, filename: d.filename }, 'could not delete a history record')),
-      );
-      if (failed.length > 0) throw new Error(`${failed.length} history records could not be written; will retry`);
+      if (pending.size > 0) {
+        const taking = pending;
+        pending = new Map();
+        try {
+          await store.put(logKey(now()), encodeLog(taking), 'application/json');
+        } catch (err) {
+          putBack(taking);
+          throw err;
+        }
+        written++;
+      }
+      if (written >= mergeAfter) await merge(await store.list(LOG_PREFIX));
     },
     async repair() {
-      for (const filename of await catalog.history.unbuilt()) {
-        const keys = await store.list(`history/${filename}/`);
-        const members = keys.map(memberOfRecordKey).filter((m): m is string => m !== undefined);
+      const unbuilt = await catalog.history.unbuilt();
+      if (unbuilt.length === 0) return;
+      const logged = await readLog(store, await store.list(LOG_PREFIX));
+      for (const filename of unbuilt) {
+        const f = factsOf(logged, filename);
+        await readFileObjects(store, await store.list(`history/${filename}/`), f);
+        const members = retainedMembers(f);
         const { restored, versions } = await catalog.history.rebuild(filename, members);
         // Checking a file's index against the store is routine (its first publication, every
         // start); only versions the index had actually lost are worth a line.
@@ -107,6 +131,10 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
         }
       }
     },
-    pending: () => puts.length + deletes.length,
+    async tidy() {
+      const keys = await store.list(LOG_PREFIX);
+      if (keys.length >= mergeAfter) await merge(keys);
+    },
+    pending: () => pending.size,
   };
 }

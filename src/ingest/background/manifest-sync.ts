@@ -150,10 +150,13 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
     await claims.removeChecked(checked);
     await claims.removeCovered(written);
     await eviction.deleteCovered(written);
-    // The store's history records (history-records.ts); at start and periodically, a history index
-    // Redis lost is rebuilt from them.
+    // The store's history records (history-records.ts): one log object per run; at start and
+    // periodically, a history index Redis lost is rebuilt from them, and a long log merged.
     await records.flush();
-    if (all) await records.repair();
+    if (all) {
+      await records.repair();
+      await records.tidy();
+    }
   };
 
   const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0;

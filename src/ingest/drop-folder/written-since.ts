@@ -7,7 +7,8 @@
  * The file's size, mtime, ctime and inode are compared with the fstat taken before the read. A
  * kernel stamps times from a coarse clock (a few ms): a rewrite of the same size within that tick
  * of the read leaves them alike, so when the read came that close after the last write, the bytes
- * are read again and compared by their SHA-256.
+ * are read again and compared: with the bytes read, while the caller still holds them (a memcmp),
+ * else by their SHA-256. (The claim's rename stamps its ctime, so a fresh drop is always that close.)
  */
 import { lstatSync, type Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
@@ -39,9 +40,10 @@ export function seenClaim(read: ClaimRead, sha256: string): SeenClaim {
 /**
  * True when the claim at `path` holds other content than was seen; false when it is unchanged or
  * gone. `syncIoMaxBytes` (`ingest.sync_io_max_bytes`): above 0, the lstat (and a re-read up to
- * that size) is synchronous, microseconds on a local folder (src/sync-io.ts).
+ * that size) is synchronous, microseconds on a local folder (src/sync-io.ts). `held`: the bytes
+ * that were read, when the caller still has them.
  */
-export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes = 0): Promise<boolean> {
+export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes = 0, held?: Buffer): Promise<boolean> {
   let st: Stats | undefined;
   if (syncIoMaxBytes > 0) {
     try {
@@ -55,7 +57,8 @@ export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes
   if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
-    return sha256Hex((await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes) !== seen.sha256;
+    const again = (await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes;
+    return held?.length === seen.size ? !again.equals(held) : sha256Hex(again) !== seen.sha256;
   } catch {
     // Gone, or no longer readable as a drop: let the next look decide.
     return false;

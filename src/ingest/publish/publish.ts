@@ -113,9 +113,9 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
   const { config, log } = ctx.deps;
   const deadline = Date.now() + config.ingest.settleMaxMs;
   for (;;) {
-    const { result, seen } = await settleOnce(ctx, claim, receivedAt, hold);
+    const { result, seen, held } = await settleOnce(ctx, claim, receivedAt, hold);
     if (seen === undefined) return result;
-    const again = await writtenSince(claim.path, seen, config.ingest.syncIoMaxBytes);
+    const again = await writtenSince(claim.path, seen, config.ingest.syncIoMaxBytes, held);
     if (!again) {
       // Removed only now, unchanged since it was read (a published or unchanged drop's claim goes
       // after the manifest, which checks the same).
@@ -142,7 +142,7 @@ async function settleOnce(
   claim: Claim,
   receivedAt: Date,
   hold: (size: number) => Promise<void>,
-): Promise<{ result: DropResult; seen: SeenClaim | undefined }> {
+): Promise<{ result: DropResult; seen: SeenClaim | undefined; held?: Buffer }> {
   const t0 = performance.now();
   const laps = createLaps();
   try {
@@ -169,7 +169,7 @@ async function settleOnce(
       timings: laps.timings,
       ...(carriedTo !== undefined ? { carriedTo } : {}),
     };
-    return { result, seen: drop.seen };
+    return { result, seen: drop.seen, held: drop.received };
   } catch (err) {
     if (!(err instanceof RejectionError)) throw err;
     return { result: await rejectDrop(ctx, claim, receivedAt, err, laps, t0), seen: undefined };
@@ -188,8 +188,9 @@ interface ReadDrop {
   readonly early: CommitOutcome | undefined;
   /** When validation ended (the store lap starts there). */
   readonly validatedAt: number;
-  /** What was read of the claim (to tell whether it is written again). */
+  /** What was read of the claim (to tell whether it is written again), and its bytes as read. */
   readonly seen: SeenClaim;
+  readonly received: Buffer;
 }
 
 /** Reads and validates the drop, and decides what it can against the published entry. */
@@ -217,7 +218,7 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
   const validatedAt = laps.lap('validate', readAt);
   const current = await currentP;
   const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });
-  return { feed, doc, sha256, sourceSha256, current, early, validatedAt, seen: seenClaim(read!, sourceSha256 ?? sha256) };
+  return { feed, doc, sha256, sourceSha256, current, early, validatedAt, seen: seenClaim(read!, sourceSha256 ?? sha256), received };
 }
 
 interface Settled {
