@@ -64,6 +64,16 @@ describe('what the deltas threads build', () => {
     expect(Object.keys(r.patches['json-patch']!).sort()).toEqual(['br', 'gzip', 'identity']);
   });
 
+  it('only the patches asked for: a JSON Patch client costs no merge patch', async () => {
+    const pool = build();
+    const message = (ims: string[]) => ({ message: { to: bytes({ b: 2, a: [1, 2, 3] }), from: bytes({ a: [1, 2], b: 2 }), ims } });
+    expect(Object.keys((await pool.run<Reply>(() => message(['json-patch']))).patches)).toEqual(['json-patch']);
+    expect(Object.keys((await pool.run<Reply>(() => message(['merge-patch']))).patches)).toEqual(['merge-patch']);
+    const digestOnly = await pool.run<Reply>(() => message([]));
+    expect(digestOnly.patches).toEqual({});
+    expect(digestOnly.digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
   it('a version without a canonical form: no digest, no patches; bytes that are not JSON: a failed task', async () => {
     const pool = build();
     expect(await pool.run<Reply>(() => ({ message: { to: bytes('{"x":1e400}'), from: bytes('{"x":1}') } }))).toEqual({ digest: null, patches: {} });

@@ -1,7 +1,15 @@
-/** SHA-256 in hex through Web Crypto (Node 22+, browsers, Deno, Bun, workers). */
+/**
+ * SHA-256 in hex: Node's own hash where there is one (at once, no thread-pool hop: a patched
+ * version is checked on the way to its file), else Web Crypto (browsers, Deno, Bun, workers).
+ */
+import type * as NodeCrypto from 'node:crypto';
+
 const encoder = new TextEncoder();
+const nodeCrypto = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process?.getBuiltinModule?.('node:crypto') as
+  typeof NodeCrypto | undefined;
 
 export async function sha256Hex(data: Uint8Array | string): Promise<string> {
+  if (nodeCrypto) return nodeCrypto.createHash('sha256').update(data).digest('hex');
   const bytes = typeof data === 'string' ? encoder.encode(data) : data;
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>));
   let out = '';

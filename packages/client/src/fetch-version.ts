@@ -57,10 +57,11 @@ export function createVersionFetcher(http: Http) {
     if (etag === undefined || layout === undefined) return undefined;
     try {
       const doc = applyPatch(held.json(), JSON.parse(body) as PatchOp[]);
-      const bytes = encoder.encode(serialize(doc, layout));
+      const text = serialize(doc, layout);
+      const bytes = encoder.encode(text);
       if (etagOf(await sha256Hex(bytes)) === etag) {
         const meta = metaOf(res, etag, announced);
-        return makeVersion(held.filename, etag, meta.generatedAt, meta.publishedAt, bytes);
+        return makeVersion(held.filename, etag, meta.generatedAt, meta.publishedAt, bytes, text);
       }
       return digest !== null && (await sha256Hex(canonical(doc))) === digest ? 'layout' : undefined;
     } catch {

@@ -16,8 +16,8 @@ export interface FileVersion {
 
 const decoder = new TextDecoder();
 
-export function makeVersion(filename: string, etag: string, generatedAt: string, publishedAt: string, bytes: Uint8Array): FileVersion {
-  let text: string | undefined;
+/** `text`: the bytes as text, when the caller has it already. */
+export function makeVersion(filename: string, etag: string, generatedAt: string, publishedAt: string, bytes: Uint8Array, text?: string): FileVersion {
   return {
     filename,
     etag,

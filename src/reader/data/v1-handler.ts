@@ -25,7 +25,7 @@ import type { Deltas } from '../deltas/delta.js';
 import type { AuthFailureGate } from '../limits/limits.js';
 import { problemHeaders, problemPayload } from '../../problem-json.js';
 import type { RateDecision, RateLimitCheck } from '../limits/rate-limit.js';
-import type { Variant, Version } from './version.js';
+import type { Version } from './version.js';
 
 export const API_KEY_HEADER = 'x-api-key';
 const CHALLENGE = { 'www-authenticate': 'ApiKey header="X-API-Key"' };
@@ -193,9 +193,9 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     const refused = refusalOf(principal, name, version);
     if (refused) return refused;
     if (version === undefined) return LOADING;
-    const answer = (v: Variant) => (deltas && req.headers['a-im'] !== undefined ? deltas.answer(version, v, req.headers) : dataAnswer(version, v, req.headers));
     const variant = pick(version, req.headers['accept-encoding']);
-    return variant instanceof Promise ? variant.then(answer) : answer(variant);
+    if (deltas && req.headers['a-im'] !== undefined) return deltas.answer(version, variant, req.headers);
+    return variant instanceof Promise ? variant.then((v) => dataAnswer(version, v, req.headers)) : dataAnswer(version, variant, req.headers);
   };
 
   const afterRate = (principal: Principal, d: RateDecision): Admitted | V1Reply => {

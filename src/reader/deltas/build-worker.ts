@@ -1,20 +1,23 @@
 /**
- * The worker thread of the deltas pool (pool.ts): takes `{ to, from? }` (the bytes of two
- * versions), answers buildFacts() with its buffers transferred, or the error's message.
+ * The worker thread of the deltas pool (pool.ts): takes `{ to, from?, ims? }` (the bytes of two
+ * versions, the patches wanted), answers buildFacts() with its buffers transferred, or the
+ * error's message.
  */
 import { parentPort } from 'node:worker_threads';
 import { buildFacts, type Patches } from './build.js';
+import type { Im } from './patches.js';
 
 interface Request {
   readonly to: Uint8Array;
   readonly from?: Uint8Array;
+  readonly ims?: readonly Im[];
 }
 
 const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 parentPort!.on('message', (req: Request) => {
   try {
-    const built = buildFacts(asBuffer(req.to), req.from && asBuffer(req.from));
+    const built = buildFacts(asBuffer(req.to), req.from && asBuffer(req.from), req.ims);
     const transfer: ArrayBuffer[] = [];
     const patches: Record<string, Record<string, Uint8Array>> = {};
     for (const [im, enc] of Object.entries(built.patches as Patches)) {

@@ -8,7 +8,7 @@
 import canonicalize from 'canonicalize';
 import { compressSync } from '../data/encoding.js';
 import type { Json } from './merge-patch.js';
-import { makePatches, type Im } from './patches.js';
+import { IMS, makePatches, type Im } from './patches.js';
 import { sha256Hex } from '../../sha256.js';
 
 export type Encoded = Readonly<Record<'identity' | 'gzip' | 'br', Buffer>>;
@@ -17,12 +17,15 @@ export type Patches = Partial<Record<Im, Encoded>>;
 export interface Built {
   /** SHA-256 (hex) of the target's canonical JSON; null: it has none. */
   readonly digest: string | null;
-  /** From the base to the target; empty without a base, or when no patch rebuilds the target. */
+  /** From the base to the target, of the IMs asked; one is missing when no patch of it rebuilds the target. */
   readonly patches: Patches;
 }
 
-/** Digest of `to`, and the patches from `from` (when given) to `to`. Throws only on bytes that are not JSON. */
-export function buildFacts(to: Buffer, from?: Buffer): Built {
+/**
+ * Digest of `to`, and the patches of `ims` from `from` (when given) to `to`. Throws only on bytes
+ * that are not JSON.
+ */
+export function buildFacts(to: Buffer, from?: Buffer, ims: readonly Im[] = IMS): Built {
   const target = JSON.parse(to.toString('utf8')) as Json;
   let canonical: string | undefined;
   try {
@@ -32,10 +35,10 @@ export function buildFacts(to: Buffer, from?: Buffer): Built {
   }
   if (canonical === undefined) return { digest: null, patches: {} };
   const digest = sha256Hex(canonical);
-  if (from === undefined) return { digest, patches: {} };
+  if (from === undefined || ims.length === 0) return { digest, patches: {} };
   const base = JSON.parse(from.toString('utf8')) as Json;
   const patches: Patches = {};
-  for (const [im, patch] of Object.entries(makePatches(base, target, canonical)) as [Im, unknown][]) {
+  for (const [im, patch] of Object.entries(makePatches(base, target, ims)) as [Im, unknown][]) {
     const identity = Buffer.from(JSON.stringify(patch));
     patches[im] = { identity, gzip: compressSync(identity, 'gzip'), br: compressSync(identity, 'br') };
   }

@@ -5,9 +5,9 @@
  * the answer is `226 IM Used` with the patch. Otherwise the usual 200 (or 304).
  *
  * Nothing of it runs on the serving loop but lookups: patches and digests are built in a worker
- * pool and kept (facts.ts). A file asked for deltas has the patch from its previous version built
- * as soon as the reader holds the new one, so a client one version behind is answered from what is
- * kept. Older bases are built on the first request, which waits at most `maxWaitMs` for it: then
+ * pool and kept (facts.ts), each IM on its own. A file asked for deltas has the patches from its
+ * previous version (of the IMs asked for it) built as soon as the reader holds the new one, so a
+ * client one version behind is answered from what is kept, or waits for that build alone. Older bases are built on the first request, which waits at most `maxWaitMs` for it: then
  * the whole file (the build goes on, and its outcome is kept for the next). Files larger than
  * `maxBytes` are never diffed: their answers are the usual ones.
  *
@@ -31,7 +31,7 @@ import { createVersionBytes } from '../data/version-bytes.js';
 import type { Variant, Version } from '../data/version.js';
 import type { Patches } from './build.js';
 import { createDeltaFacts, type DeltaFacts } from './facts.js';
-import type { Im } from './patches.js';
+import { IMS, type Im } from './patches.js';
 import { createPool, type Pool } from './pool.js';
 
 /** How many versions back a base may be (the catalog keeps ingest.keep_versions of them). */
@@ -46,8 +46,11 @@ export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
 
 export interface Deltas {
-  /** The answer to a GET of `variant` of `version` that carries A-IM. */
-  answer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Promise<Answer>;
+  /**
+   * The answer to a GET of `variant` of `version` that carries A-IM (a variant still being
+   * compressed is waited for beside the patch).
+   */
+  answer(version: Version, variant: Variant | Promise<Variant>, headers: IncomingHttpHeaders): Promise<Answer>;
   close(): Promise<void>;
 }
 
@@ -103,7 +106,8 @@ export function createDeltas(deps: DeltaDeps): Deltas {
   /** Per filename, the version held before the current one (its bytes are the base of the common delta). */
   const previous = new Map<string, Version>();
   const current = new Map<string, Version>();
-  const asked = new Map<string, number>();
+  /** Per filename, when each IM was last asked for. */
+  const asked = new Map<string, Partial<Record<Im, number>>>();
 
   deps.published.onInstall((v) => {
     const name = v.entry.filename;
@@ -112,13 +116,15 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     current.set(name, v);
     // Only for a file clients take deltas of: its previous version stays in memory as the base of
     // the common patch, built now, off the loop. Other files hold one version, as without deltas.
-    const wanted = Date.now() - (asked.get(name) ?? -Infinity) < INTEREST_MS;
-    if (!wanted || prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
+    const times = asked.get(name);
+    const now = Date.now();
+    const ims = IMS.filter((im) => now - (times?.[im] ?? -Infinity) < INTEREST_MS);
+    if (ims.length === 0 || prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
       previous.delete(name);
       return;
     }
     previous.set(name, prev);
-    void facts.pair(v, prev.entry.sha256, prev);
+    void facts.pair(v, prev.entry.sha256, ims, prev);
   });
 
   /** The newest versions of a file, cached until the reader installs another (only when the list starts with the held one). */
@@ -137,8 +143,8 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     return p;
   };
 
-  /** The patches from `base` (32 hex digits) to `version`; undefined: none to offer now. */
-  const patchesFrom = async (version: Version, base: string): Promise<{ patches: Patches; baseSha: string } | undefined> => {
+  /** The patches of `ims` from `base` (32 hex digits) to `version`; undefined: none to offer now. */
+  const patchesFrom = async (version: Version, base: string, ims: readonly Im[]): Promise<{ patches: Patches; baseSha: string } | undefined> => {
     const prev = previous.get(version.entry.filename);
     let baseSha: string | undefined;
     let held: Version | undefined;
@@ -150,7 +156,7 @@ export function createDeltas(deps: DeltaDeps): Deltas {
       baseSha = list.slice(1).find((s) => s.startsWith(base));
     }
     if (baseSha === undefined) return undefined;
-    const patches = await within(facts.pair(version, baseSha, held), maxWaitMs);
+    const patches = await within(facts.pair(version, baseSha, ims, held), maxWaitMs);
     return patches === undefined ? undefined : { patches, baseSha };
   };
 
@@ -169,18 +175,27 @@ export function createDeltas(deps: DeltaDeps): Deltas {
 
   return {
     close: deps.close ?? (() => Promise.resolve()),
-    async answer(version, variant, headers) {
-      const plain = dataAnswer(version, variant, headers);
-      if (plain.status !== 200 || version.identity.body.length > maxBytes) return plain;
+    async answer(version, pending, headers) {
       const aim = headers['a-im'];
       const ims = parseAIm(typeof aim === 'string' ? aim : undefined);
-      if (ims.size > 0) asked.set(version.entry.filename, Date.now());
+      const small = version.identity.body.length <= maxBytes;
+      if (small && ims.size > 0) {
+        const times = asked.get(version.entry.filename) ?? {};
+        for (const im of ims) times[im] = Date.now();
+        asked.set(version.entry.filename, times);
+      }
       const inm = headers['if-none-match'];
-      const base = ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
-      if (base === undefined) return withDigest(plain, version);
+      const base = small && ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
+      // The patch is looked up (or its build waited for) while the variant is compressed.
+      const finding = base === undefined ? undefined : patchesFrom(version, base, [...ims]);
+      void finding?.catch(() => undefined);
+      const variant = await pending;
+      const plain = dataAnswer(version, variant, headers);
+      if (plain.status !== 200 || !small) return plain;
+      if (finding === undefined) return withDigest(plain, version);
       let found: Awaited<ReturnType<typeof patchesFrom>>;
       try {
-        found = await patchesFrom(version, base);
+        found = await finding;
       } catch (err) {
         log.warn({ err: { message: (err as Error).message }, filename: version.entry.filename }, 'cannot make a delta; answering with the whole file');
         return withDigest(plain, version);

@@ -1,7 +1,7 @@
 /**
  * The delta facts of held versions, built in the worker pool (pool.ts, build-worker.ts) and kept:
  * each version's canonical digest (with the version, for its life), and the patches of each
- * (base, version) pair asked for, in a cache bounded in bytes. Every outcome is kept, "no patch"
+ * (base, version) pair asked for, of each IM asked for, in a cache bounded in bytes. Every outcome is kept, "no patch"
  * included (the base is gone, too big, the build failed or timed out), so a pair is built at most
  * once while it is cached. Builds are deduplicated, at most `perFile` at once per filename, and
  * the pool bounds them per reader: past either bound a pair is refused (`undefined`) and the
@@ -12,6 +12,7 @@ import type { Logger } from '../../log.js';
 import type { VersionBytes } from '../data/version-bytes.js';
 import type { Version } from '../data/version.js';
 import type { Encoded, Patches } from './build.js';
+import type { Im } from './patches.js';
 import { PoolBusy, type Pool } from './pool.js';
 
 export interface DeltaFacts {
@@ -20,11 +21,11 @@ export interface DeltaFacts {
   /** The digest, built if needed. Rejects when the pool refuses or fails. */
   digest(version: Version): Promise<string | null>;
   /**
-   * The patches from version `baseSha` of the file (`base`: that version, when held in memory) to
-   * `version`: at once when kept, a promise while built, undefined when refused (too many builds).
-   * No patch: an empty object.
+   * The patches of `ims` from version `baseSha` of the file (`base`: that version, when held in
+   * memory) to `version`: at once when kept, a promise while built (one build for the IMs not yet
+   * kept or under way), undefined when refused (too many builds). An IM without a patch is missing.
    */
-  pair(version: Version, baseSha: string, base?: Version): Patches | Promise<Patches> | undefined;
+  pair(version: Version, baseSha: string, ims: readonly Im[], base?: Version): Patches | Promise<Patches> | undefined;
 }
 
 export interface DeltaFactsDeps {
@@ -44,38 +45,72 @@ interface Reply {
   readonly patches: Record<string, Record<string, Uint8Array>>;
 }
 
+/** Kept for an IM of a pair that has no patch. */
+const NONE = 'none';
 const NO_PATCH: Patches = Object.freeze({});
 const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-const sizeOf = (p: Patches) => 64 + Object.values(p).reduce((n, e: Encoded) => n + e.identity.length + e.gzip.length + e.br.length, 0);
+const sizeOf = (e: Encoded | typeof NONE) => 64 + (e === NONE ? 0 : e.identity.length + e.gzip.length + e.br.length);
 
 export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
   const { pool, log } = deps;
   const perFile = deps.perFile ?? 2;
   const digests = new WeakMap<Version, string | null>();
   const digesting = new WeakMap<Version, Promise<string | null>>();
-  const pairs = new LRUCache<string, Patches>({ maxSize: deps.cacheBytes ?? 32 * 1024 * 1024, sizeCalculation: sizeOf });
-  const building = new Map<string, Promise<Patches>>();
+  /** Per `filename/base/version/im`: the patch, or NONE. */
+  const kept = new LRUCache<string, Encoded | typeof NONE>({ maxSize: deps.cacheBytes ?? 32 * 1024 * 1024, sizeCalculation: sizeOf });
+  const building = new Map<string, Promise<Encoded | undefined>>();
   const buildsOf = new Map<string, number>();
 
   /** One task: the bytes are copied into buffers of their own and moved to the thread, once it takes the task. */
-  const run = (to: Buffer, from?: Buffer): Promise<Reply> =>
+  const run = (to: Buffer, from?: Buffer, ims?: readonly Im[]): Promise<Reply> =>
     pool.run<Reply>(() => {
       const t = new Uint8Array(to);
       const f = from && new Uint8Array(from);
-      return { message: { to: t, from: f }, transfer: f ? [t.buffer, f.buffer] : [t.buffer] };
+      return { message: { to: t, from: f, ims }, transfer: f ? [t.buffer, f.buffer] : [t.buffer] };
     });
 
-  const build = async (version: Version, baseSha: string, base: Version | undefined): Promise<Patches> => {
+  const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
     const from = base?.identity.body ?? (await deps.bytes.get(name, baseSha));
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
-    const reply = await run(version.identity.body, from);
+    const reply = await run(version.identity.body, from, ims);
     digests.set(version, reply.digest);
     const patches: Record<string, Encoded> = {};
     for (const [im, enc] of Object.entries(reply.patches)) {
       patches[im] = { identity: asBuffer(enc.identity!), gzip: asBuffer(enc.gzip!), br: asBuffer(enc.br!) };
     }
     return patches as Patches;
+  };
+
+  /** Build the patches of `ims` (none kept or under way); every outcome kept but a refusal. */
+  const start = (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[], keyOf: (im: Im) => string) => {
+    const name = version.entry.filename;
+    buildsOf.set(name, (buildsOf.get(name) ?? 0) + 1);
+    const task = build(version, baseSha, base, ims)
+      .then(
+        (patches) => {
+          for (const im of ims) kept.set(keyOf(im), patches[im] ?? NONE);
+          return patches;
+        },
+        (err: unknown) => {
+          // Refused by the pool: nothing kept, and the request gets the whole file.
+          if (err instanceof PoolBusy) return NO_PATCH;
+          log.warn({ err: { message: (err as Error).message }, filename: name }, 'cannot build a delta; answering with the whole file');
+          for (const im of ims) kept.set(keyOf(im), NONE);
+          return NO_PATCH;
+        },
+      )
+      .finally(() => {
+        for (const im of ims) building.delete(keyOf(im));
+        const left = (buildsOf.get(name) ?? 1) - 1;
+        if (left > 0) buildsOf.set(name, left);
+        else buildsOf.delete(name);
+      });
+    for (const im of ims)
+      building.set(
+        keyOf(im),
+        task.then((p) => p[im]),
+      );
   };
 
   return {
@@ -94,39 +129,24 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
       }
       return p;
     },
-    pair(version, baseSha, base) {
+    pair(version, baseSha, ims, base) {
       const name = version.entry.filename;
-      const key = `${name}/${baseSha}/${version.entry.sha256}`;
-      const kept = pairs.get(key);
-      if (kept !== undefined) return kept;
-      const inFlight = building.get(key);
-      if (inFlight !== undefined) return inFlight;
-      const n = buildsOf.get(name) ?? 0;
-      if (n >= perFile) return undefined;
-      buildsOf.set(name, n + 1);
-      const p = build(version, baseSha, base)
-        .then(
-          (patches) => {
-            pairs.set(key, patches);
-            return patches;
-          },
-          (err: unknown) => {
-            if (err instanceof PoolBusy) return undefined;
-            log.warn({ err: { message: (err as Error).message }, filename: name }, 'cannot build a delta; answering with the whole file');
-            pairs.set(key, NO_PATCH);
-            return NO_PATCH;
-          },
-        )
-        .finally(() => {
-          building.delete(key);
-          const left = (buildsOf.get(name) ?? 1) - 1;
-          if (left > 0) buildsOf.set(name, left);
-          else buildsOf.delete(name);
-        });
-      // Refused by the pool: nothing kept, and the request gets the whole file.
-      const settled = p.then((r) => r ?? NO_PATCH);
-      building.set(key, settled);
-      return settled;
+      const keyOf = (im: Im) => `${name}/${baseSha}/${version.entry.sha256}/${im}`;
+      const out: Patches = {};
+      const missing: Im[] = [];
+      for (const im of ims) {
+        const k = kept.get(keyOf(im));
+        if (k === NONE) continue;
+        if (k !== undefined) out[im] = k;
+        else if (!building.has(keyOf(im))) missing.push(im);
+      }
+      if (missing.length > 0) {
+        if ((buildsOf.get(name) ?? 0) < perFile) start(version, baseSha, base, missing, keyOf);
+        else if (!ims.some((im) => building.has(keyOf(im)))) return Object.keys(out).length > 0 ? out : undefined;
+      }
+      const waits = ims.map((im) => building.get(keyOf(im))?.then((e) => e && (out[im] = e)));
+      if (waits.every((w) => w === undefined)) return out;
+      return Promise.all(waits).then(() => out);
     },
   };
 }
