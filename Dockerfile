@@ -37,5 +37,7 @@ COPY --from=build /app/packages/client/dist ./packages/client/dist
 # workers (user node, uid 1000) can create INBOX_DIR/.processing and write REJECTED_DIR.
 RUN mkdir -p /data/inbox /data/rejected && chown -R node:node /data
 USER node
+# A reader on every core the container is given: `start --roles reader --processes auto` (reader
+# processes on one port, SO_REUSEPORT; docs/production.md, Scaling).
 ENTRYPOINT ["node", "dist/bin/oddsfiles.js"]
 CMD ["start"]

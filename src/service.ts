@@ -57,13 +57,18 @@ interface Core {
   readonly queue: IngestQueue | undefined;
 }
 
-export async function startService(config: Config, roles: readonly Role[], log: Logger): Promise<RunningService> {
+export interface ServiceOptions {
+  /** The reader shares its port with the other reader processes of the machine (SO_REUSEPORT). */
+  readonly reusePort?: boolean;
+}
+
+export async function startService(config: Config, roles: readonly Role[], log: Logger, options: ServiceOptions = {}): Promise<RunningService> {
   const stops = createStopSequence(log, config.ingest.shutdownTimeoutMs);
   const close = () => stops.stop();
   try {
     const core = await startCore(config, roles, log, stops);
     const { queue } = core;
-    const reader = roles.includes('reader') ? await startReaderRole(core, roles) : undefined;
+    const reader = roles.includes('reader') ? await startReaderRole(core, roles, options) : undefined;
     if (roles.includes('worker') && queue) await startWorkerRole(core, queue, reader?.offer);
     if (roles.includes('watcher') && queue) await startWatcherRole(core, queue);
     const readerUrl = reader?.url;
@@ -146,7 +151,7 @@ async function startMetrics(config: Config, roles: readonly Role[], log: Logger,
   return metrics;
 }
 
-async function startReaderRole(core: Core, roles: readonly Role[]): Promise<RunningReader> {
+async function startReaderRole(core: Core, roles: readonly Role[], options: ServiceOptions): Promise<RunningReader> {
   const { config, log, stops, client, keys, store, catalog, registry, metrics, connect, openQueue, queue } = core;
   // PUT /v1/data goes through the queue like a drop: a reader that takes PUTs loads BullMQ and
   // the document validator (for dry runs); one with publish.http off never does.
@@ -188,6 +193,7 @@ async function startReaderRole(core: Core, roles: readonly Role[]): Promise<Runn
     enforceLimits: true,
     carried,
     publisher,
+    reusePort: options.reusePort,
   });
   metrics.bindCatalog(() => reader.entries(), { staleAfterMs: config.staleAfterMs });
   stops.add(() => reader.close());

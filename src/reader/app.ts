@@ -251,10 +251,10 @@ export async function buildReaderApp(deps: ReaderAppDeps): Promise<FastifyInstan
       slots: deps.streamSlots,
       onWaiting: deps.changeCounters?.waiting,
       onTooManyStreams: deps.changeCounters?.tooManyStreams,
-      onClientClosed: (request, ms, ip) => {
+      onClientClosed: (line, ms) => {
         if (200 >= minLoggedStatus(config.reader.requestLog))
-          log.info(requestLine(request.id, request.method, request.url, 200, ms, request.principal?.id, ip), REQUEST_LINE_MSG);
-        deps.onFrontDoorResponse?.(STREAM_PATH, request.method, 200, ms);
+          log.info(requestLine(line.id, line.method, line.url, 200, ms, line.principalId, line.ip), REQUEST_LINE_MSG);
+        deps.onFrontDoorResponse?.(STREAM_PATH, line.method, 200, ms);
       },
     });
   }

@@ -41,6 +41,8 @@ export interface ReaderDeps extends ReaderStateDeps {
   readonly publisher?: PublishPort | undefined;
   /** When the process counts as overloaded (defaults in edge-limits.ts). */
   readonly pressure?: PressureLimits | undefined;
+  /** Share the port with the other reader processes of the machine (SO_REUSEPORT; Linux). */
+  readonly reusePort?: boolean | undefined;
 }
 
 /** What the reader reports as it serves. It defines the shape; the composition root passes the metrics. */
@@ -122,7 +124,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
         : undefined,
       register: deps.register,
     });
-    const address = await app.listen({ host: deps.config.http.host, port: deps.config.http.port });
+    const address = await app.listen({ host: deps.config.http.host, port: deps.config.http.port, ...(deps.reusePort ? { reusePort: true } : {}) });
     const url = displayUrl(address);
     deps.log.info({ url }, 'reader listening');
     return {

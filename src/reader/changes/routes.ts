@@ -26,7 +26,17 @@ import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from 
 import type { ChangeFeed } from './feed.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { StreamHub } from './streams.js';
+import { openStreamSink } from './stream-sink.js';
 import { jsonAnswer } from '../data/json-answer.js';
+
+/** What a stream's request line says. */
+export interface StreamRequestLine {
+  readonly id: string;
+  readonly method: string;
+  readonly url: string;
+  readonly principalId: string | undefined;
+  readonly ip: string | undefined;
+}
 
 export const CATALOG_PATH = '/v1/catalog';
 export const CHANGES_PATH = '/v1/changes';
@@ -52,7 +62,7 @@ export interface ChangeRoutesDeps {
    * A stream its client closed: it gets the request line and count every answer gets here, as
    * Fastify gives them only to a response that finishes (a stream the server ends).
    */
-  readonly onClientClosed?: ((request: FastifyRequest, ms: number, ip: string | undefined) => void) | undefined;
+  readonly onClientClosed?: ((line: StreamRequestLine, ms: number) => void) | undefined;
 }
 
 const STARTING = new HttpProblem('unavailable', 'The change log is not reachable yet; retry in a moment.', { 'retry-after': '1' });
@@ -237,21 +247,22 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       if (taken === 'full') return tooMany();
       reply.hijack();
       const res = reply.raw;
-      const start = performance.now();
-      // Read now: once the client has gone, its socket no longer says.
-      const ip = request.ip;
-      let finished = false;
-      res.once('finish', () => (finished = true));
-      res.once('close', () => {
-        if (!finished) deps.onClientClosed?.(request, performance.now() - start, ip);
-      });
-      if (taken) {
-        // Gone while the slot was taken: give it back at once.
-        if (res.destroyed) return void deps.slots!.release(rateKey, taken.slot);
-        res.once('close', () => deps.slots!.release(rateKey, taken.slot));
-      }
       if (a.rateHeaders) for (const k in a.rateHeaders) res.setHeader(k, a.rateHeaders[k]!);
-      await hub.start(a.principal, res, since, (after) => feed.since(after, a.principal.allows, 500), conflateMs);
+      // Gone while the slot was taken: give it back at once.
+      if (res.destroyed) {
+        if (taken) deps.slots!.release(rateKey, taken.slot);
+        return undefined;
+      }
+      // What the request line of a stream its client closed needs, read now: the stream keeps
+      // nothing of its request, and once the client has gone its socket no longer says.
+      const line = { id: request.id, method: request.method, url: request.url, principalId: a.principal.id, ip: request.ip };
+      const start = performance.now();
+      const out = openStreamSink(res);
+      out.onClose((byServer) => {
+        if (taken) deps.slots!.release(rateKey, taken.slot);
+        if (!byServer) deps.onClientClosed?.(line, performance.now() - start);
+      });
+      await hub.start(a.principal, out, since, (after) => feed.since(after, a.principal.allows, 500), conflateMs);
       return undefined;
     }),
   );

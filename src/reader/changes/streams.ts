@@ -1,8 +1,9 @@
 /**
  * The open /v1/stream connections of one reader process: each gets the changes of the files its
  * key may read, as server-sent events, in order, each once. One heartbeat timer for all of them
- * (a comment line), one listener on the change feed for all of them (each change's frame is made
- * once and written to every stream that may see it).
+ * (a comment line), one listener on the change feed for all of them (broadcast.ts: each change's
+ * frame is made once and written to every stream that may see it). A stream holds its sink
+ * (stream-sink.ts: over HTTP/1.1 the socket alone) and its position, nothing of its request.
  *
  * Bounds: a number of open streams per key (its plan's `streams`). A client that has more than
  * `maxBufferedBytes` waiting unread gets nothing more until it has read them; then it catches up
@@ -14,12 +15,12 @@
  * Conflation (`conflateMs` > 0, conflate.ts): at most one write of changes per window; a stream
  * catching up gets the latest change of each file of each page it reads.
  */
-import type { ServerResponse } from 'node:http';
-import type { Writable } from 'node:stream';
 import type { Principal } from '../../keys/ring.js';
+import { createBroadcast } from './broadcast.js';
 import { createConflation, type Conflation } from './conflate.js';
 import type { ChangeFeed } from './feed.js';
 import type { FeedEvent } from './event.js';
+import type { StreamSink } from './stream-sink.js';
 
 export interface StreamCounters {
   opened?(): void;
@@ -39,14 +40,12 @@ export interface StreamHubDeps {
   readonly retryMs?: number;
 }
 
-/** Where a stream's bytes go: the socket itself over HTTP/1.1 (no chunk framing per event), the response over HTTP/2. */
-type Sink = Pick<Writable, 'write' | 'once' | 'writableLength'>;
+type Replay = (after: number) => Promise<{ events: FeedEvent[]; next: number }>;
 
 interface OpenStream {
   readonly principal: Principal;
-  readonly res: ServerResponse;
-  readonly out: Sink;
-  readonly replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>;
+  readonly out: StreamSink;
+  readonly replay: Replay;
   /** The last position written (or skipped as not allowed). */
   cursor: number;
   /** Behind: live changes are not written; the catch-up reads them from the feed once the client has read. */
@@ -62,24 +61,15 @@ export interface StreamHub {
   countFor(principal: Principal): number;
   readonly open: number;
   /**
-   * Start a stream on `res` (headers not sent yet) after position `after`: `replay` yields the
+   * Start a stream on `out` (its head written) after position `after`: `replay` yields the
    * changes between `after` and the feed's position; live changes follow.
    */
-  start(
-    principal: Principal,
-    res: ServerResponse,
-    after: number,
-    replay: (after: number) => Promise<{ events: FeedEvent[]; next: number }>,
-    conflateMs?: number,
-  ): Promise<void>;
+  start(principal: Principal, out: StreamSink, after: number, replay: Replay, conflateMs?: number): Promise<void>;
   /** End every stream (shutdown). */
   closeAll(): void;
 }
 
 const HEARTBEAT = Buffer.from(':\n\n');
-const END_GRACE_MS = 5000;
-/** Streams written to per turn of the event loop. */
-const SLICE = 500;
 
 export function createStreamHub(deps: StreamHubDeps): StreamHub {
   const { feed, maxBufferedBytes, counters } = deps;
@@ -94,14 +84,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     else perKey.set(s.principal.rateKey, n);
     counters?.closed?.();
     s.conflation?.stop();
-    // Closed by its client: nothing to end (the route gives it its request line and count).
-    if (s.res.destroyed) return;
-    if (event !== undefined) s.out.write(`event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
-    s.res.end();
-    // A client that reads nothing never lets the end through: give it a few seconds, no more.
-    const t = setTimeout(() => s.res.destroy(), END_GRACE_MS);
-    t.unref();
-    s.res.once('close', () => clearTimeout(t));
+    s.out.end(event === undefined ? undefined : `event: ${event}\ndata: ${JSON.stringify(data ?? {})}\n\n`);
   };
 
   /** Write `frame`; over the bound, the stream falls behind until its client has read. */
@@ -124,40 +107,39 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       s.behind = true;
       s.behindSince = Date.now();
     }
-    s.out.once('drain', () => void catchUp(s));
+    s.out.onceDrain(() => void catchUp(s));
   };
 
-  /** Write what the stream missed since its cursor, page by page, until it is level with the feed. */
+  /** The events of a catch-up page after the cursor, moving it; conflated: the latest change of each file. */
+  const pageFrames = (s: OpenStream, events: readonly FeedEvent[]): Buffer[] => {
+    const latest = new Map<string, FeedEvent>();
+    const frames: Buffer[] = [];
+    for (const e of events) {
+      if (e.seq <= s.cursor) continue;
+      s.cursor = e.seq;
+      if (!s.conflation) frames.push(e.frame);
+      else {
+        latest.delete(e.filename);
+        latest.set(e.filename, e);
+      }
+    }
+    if (s.conflation) for (const e of latest.values()) frames.push(e.frame);
+    return frames;
+  };
+
+  /** Write what the stream missed since its cursor, a page per write, until it is level with the feed. */
   const catchUp = async (s: OpenStream): Promise<void> => {
     try {
       for (;;) {
         const before = s.cursor;
         const page = await s.replay(before);
         if (!streams.has(s)) return;
-        let sent = 0;
-        if (s.conflation) {
-          // The latest change of each file of the page, in position order, in one write.
-          const latest = new Map<string, FeedEvent>();
-          for (const e of page.events) {
-            if (e.seq <= s.cursor) continue;
-            s.cursor = e.seq;
-            latest.delete(e.filename);
-            latest.set(e.filename, e);
-          }
-          if (latest.size > 0) {
-            s.out.write(Buffer.concat([...latest.values()].map((e) => e.frame)));
-            s.conflation.wrote();
-            sent = latest.size;
-          }
-        } else {
-          for (const e of page.events) {
-            if (e.seq <= s.cursor) continue;
-            s.cursor = e.seq;
-            s.out.write(e.frame);
-            sent++;
-          }
+        const frames = pageFrames(s, page.events);
+        if (frames.length > 0) {
+          s.out.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames));
+          s.conflation?.wrote();
+          counters?.sent?.(frames.length);
         }
-        if (sent > 0) counters?.sent?.(sent);
         s.cursor = Math.max(s.cursor, page.next);
         if (s.out.writableLength > maxBufferedBytes) return fallBehind(s);
         if (s.cursor >= feed.position || s.cursor === before) break;
@@ -168,82 +150,14 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     }
   };
 
-  /** What of `batch` a stream at `cursor` with these patterns gets: one buffer, and how many events it holds. */
-  const framesFor = (
-    batch: readonly FeedEvent[],
-    cursor: number,
-    allows: (f: string) => boolean,
-  ): { frame: Buffer; count: number; last: number } | undefined => {
-    const frames: Buffer[] = [];
-    let last = cursor;
-    for (const e of batch) {
-      if (e.seq <= cursor) continue;
-      last = e.seq;
-      if (allows(e.filename)) frames.push(e.frame);
-    }
-    if (last === cursor) return undefined;
-    return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length, last };
-  };
-
-  /**
-   * The changes of `batch` to every stream, in slices of SLICE streams per turn of the event loop,
-   * so that a process with thousands of streams keeps answering requests between them. Changes
-   * that arrive meanwhile form the next batch: a busy process writes several changes to a stream
-   * at once (one write, made once per allow-list), an idle one each change as it comes.
-   */
-  let queue: FeedEvent[] = [];
-  let batch: FeedEvent[] = [];
-  let list: OpenStream[] = [];
-  let shared = new Map<readonly string[], ReturnType<typeof framesFor>>();
-  let next = 0;
-  const pump = (): void => {
-    for (;;) {
-      if (next === 0) {
-        if (queue.length === 0) return;
-        batch = queue;
-        queue = [];
-        list = [...streams];
-        shared = new Map();
-      }
-      const first = batch[0]!.seq;
-      const stop = Math.min(next + SLICE, list.length);
-      // Counted once per slice: a counter call per stream and event is measurable at this rate.
-      let sent = 0;
-      for (; next < stop; next++) {
-        const s = list[next]!;
-        if (s.behind || !streams.has(s)) continue;
-        if (s.conflation) {
-          const mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
-          if (batch.at(-1)!.seq > s.cursor) s.cursor = batch.at(-1)!.seq;
-          s.conflation.hold(mine);
-          continue;
-        }
-        // Streams level with the feed (nearly all) share the frames of their allow-list.
-        let out: ReturnType<typeof framesFor>;
-        if (s.cursor === first - 1) {
-          const key = s.principal.patterns;
-          if (!shared.has(key)) shared.set(key, framesFor(batch, first - 1, s.principal.allows));
-          out = shared.get(key);
-        } else out = framesFor(batch, s.cursor, s.principal.allows);
-        if (out === undefined) continue;
-        s.cursor = out.last;
-        if (out.count > 0) {
-          write(s, out.frame);
-          sent += out.count;
-        }
-      }
-      if (sent > 0) counters?.sent?.(sent);
-      if (next < list.length) {
-        setImmediate(pump);
-        return;
-      }
-      next = 0;
-    }
-  };
-  const unsubscribe = feed.subscribe((e) => {
-    queue.push(e);
-    if (next === 0) pump();
-  });
+  const unsubscribe = feed.subscribe(
+    createBroadcast<OpenStream>({
+      receivers: () => streams,
+      open: (s) => streams.has(s),
+      write,
+      sent: counters?.sent,
+    }),
+  );
   const unreset = feed.onReset((position) => {
     for (const s of [...streams])
       end(s, 'reset', { position, detail: 'The change log moved out of reach; list the files again (GET /v1/catalog) and stream from its position.' });
@@ -268,36 +182,14 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     get open() {
       return streams.size;
     },
-    async start(principal, res, after, replay, conflateMs = 0) {
+    async start(principal, out, after, replay, conflateMs = 0) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
-      // HTTP/1.1: no chunked framing, the body ends with the connection; events go straight to the socket.
-      const http1 = res.req.httpVersionMajor === 1 && res.socket !== null;
-      if (http1) res.useChunkedEncodingByDefault = false;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-accel-buffering': 'no',
-      });
-      res.flushHeaders();
-      const out: Sink = http1 ? res.socket! : res;
-      // A stream has its own liveness (heartbeats, the slow-client bound): no idle timer for the
-      // socket, which every write would otherwise re-arm.
-      if (http1) res.socket!.setTimeout(0);
-      const s: OpenStream = {
-        principal,
-        res,
-        out,
-        replay,
-        cursor: after,
-        behind: true,
-        behindSince: Date.now(),
-        conflation: undefined,
-      };
+      const s: OpenStream = { principal, out, replay, cursor: after, behind: true, behindSince: Date.now(), conflation: undefined };
       if (conflateMs > 0) s.conflation = createConflation(conflateMs, (events) => writeHeld(s, events));
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();
-      res.once('close', () => end(s));
+      out.onClose(() => end(s));
       out.write(retryFrame);
       await catchUp(s);
     },
