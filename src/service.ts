@@ -104,7 +104,14 @@ async function startCore(config: Config, roles: readonly Role[], log: Logger, st
   // Every role says it runs under this prefix (`keys create` warns when nothing does).
   const stopPresence = announcePresence(client, keys, roles);
   stops.add(async () => stopPresence());
-  const catalog = createCatalog(client, keys, config.changes, config.history);
+  // A worker's commits wait for a restored catalog, and for the replicas (redis.wait_replicas) on a
+  // connection of their own: WAIT holds its connection, and requests must not queue behind it.
+  const waits = config.redis.waitReplicas > 0 && roles.includes('worker');
+  const catalog = createCatalog(waits ? connect('client', 'catalog') : client, keys, config.changes, config.history, {
+    requireEpoch: true,
+    waitReplicas: config.redis.waitReplicas,
+    waitTimeoutMs: config.redis.waitTimeoutMs,
+  });
   const registry = buildRegistry(config.bookmakers, config.sports);
   const openQueue = queueOpener(config, log, stops, connect);
   const queue = roles.includes('watcher') || roles.includes('worker') ? await openQueue() : undefined;

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig, requireMarketplaceSecrets, type Config } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
+import { sentinelOptions } from '../src/redis/sentinel-url.js';
 import { buildRegistry } from '../src/feeds/registry.js';
 import { createMarketplaceAuth } from '../src/keys/marketplace.js';
 import { EXAMPLE_BOOKMAKERS, EXAMPLE_FILENAMES } from './fixtures/corpus.js';
@@ -52,7 +53,7 @@ describe('embedded defaults', () => {
     expect(c.inboxDir).toBe(join(dataDir, 'inbox'));
     expect(c.rejectedDir).toBe(join(dataDir, 'rejected'));
     expect(c.storeUrl).toBe(pathToFileURL(join(dataDir, 'store')).href);
-    expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', explicit: false, prefix: 'oddsfiles' });
+    expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', explicit: false, prefix: 'oddsfiles', waitReplicas: 0, waitTimeoutMs: 2000 });
     expect(c.http).toEqual({ host: '127.0.0.1', port: 8080, tls: undefined });
     expect(c.adminToken).toBeUndefined();
     expect(c.logLevel).toBe('info');
@@ -136,8 +137,30 @@ describe('environment variables', () => {
       url: 'redis://cache.internal:6380/3',
       explicit: true,
       prefix: 'oddsfiles',
+      waitReplicas: 0,
+      waitTimeoutMs: 2000,
     });
     expect(load({ REDIS_URL: '' }).redis.explicit).toBe(false);
+  });
+
+  it('REDIS_URL: a Sentinel group, checked at load', () => {
+    const url = 'redis+sentinel://app:s%40cret@10.0.0.1:26379,10.0.0.2,[::1]:26380/odds?db=2';
+    expect(load({ REDIS_URL: url }).redis.url).toBe(url);
+    expect(sentinelOptions(url)).toMatchObject({
+      sentinels: [
+        { host: '10.0.0.1', port: 26379 },
+        { host: '10.0.0.2', port: 26379 },
+        { host: '::1', port: 26380 },
+      ],
+      name: 'odds',
+      db: 2,
+      username: 'app',
+      password: 's@cret',
+    });
+    expect(sentinelOptions('redis://127.0.0.1:6379')).toBeUndefined();
+    for (const bad of ['redis+sentinel://h:1', 'redis+sentinel://h:x/odds', 'redis+sentinel://h:1/odds?db=x']) {
+      expect(configError({ REDIS_URL: bad }).path, bad).toBe('REDIS_URL');
+    }
   });
 
   it('REDIS_PREFIX', () => {

@@ -45,7 +45,7 @@ export async function syncManifest(catalog: Catalog, store: Store, now: () => Da
   return -1;
 }
 
-export async function readManifest(store: Store): Promise<Manifest | undefined> {
+export async function readManifest(store: Pick<Store, 'get'>): Promise<Manifest | undefined> {
   try {
     const m = JSON.parse((await store.get(MANIFEST_KEY)).toString('utf8')) as Manifest;
     return m.format === 1 ? m : undefined;

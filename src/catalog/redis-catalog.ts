@@ -3,6 +3,7 @@
  * holds whatever the number of workers and whatever the order their jobs finish in.
  */
 import type { Redis } from 'ioredis';
+import { OddsfilesError } from '../errors.js';
 import type { RedisKeys } from '../redis/key-names.js';
 import { encodeCarried } from './carried.js';
 import { changeEntryOf } from './change-log.js';
@@ -23,7 +24,10 @@ import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, Commi
 // as evicted (its object may be deleted) only when no retained publication, the versions list nor
 // the current entry uses it; the trimmed members are returned too (their store records go), and
 // the newest one trimmed is kept (field t of the refs hash): a rebuild never adds it or older back.
+// KEYS 7, ARGV 15: the epoch key, and '1' when a catalog without it takes no commit ('unready':
+// it must be restored from the store first, restore.ts).
 const COMMIT_LUA = `
+if ARGV[15] == '1' and redis.call('EXISTS', KEYS[7]) == 0 then return {'unready'} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local prev = ''
 if cur then
@@ -152,8 +156,22 @@ export interface HistoryLimits {
   readonly maxVersions: number;
 }
 
-export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits, history?: HistoryLimits): Catalog {
+/** What a commit waits for (the workers' catalog); none by default. */
+export interface CommitOptions {
+  /**
+   * Commit only into a catalog restored from the store (it has an epoch): a Redis that lost its
+   * data takes no commit before the restore, which would otherwise leave the store's versions out.
+   */
+  readonly requireEpoch?: boolean;
+  /** A published commit is acknowledged only once this many replicas have it (WAIT); 0: none. */
+  readonly waitReplicas?: number;
+  readonly waitTimeoutMs?: number;
+}
+
+export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits, history?: HistoryLimits, options: CommitOptions = {}): Catalog {
   const historyMax = history?.maxVersions ?? 20_000;
+  const waitReplicas = options.waitReplicas ?? 0;
+  const waitTimeoutMs = options.waitTimeoutMs ?? 2000;
   const historyRetentionMs = history?.retentionMs ?? 7 * 86_400_000;
   return {
     history: createHistoryIndex(redis, keys),
@@ -162,13 +180,14 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
       const publishedMs = Date.parse(entry.publishedAt);
       const reply = (await redis.eval(
         COMMIT_LUA,
-        6,
+        7,
         keys.catalog,
         keys.catalogSeq,
         keys.catalogVersions(entry.filename),
         keys.changeLog,
         keys.history(entry.filename),
         keys.historyRefs(entry.filename),
+        keys.catalogEpoch,
         entry.filename,
         json,
         String(entry.generatedAtMs),
@@ -183,8 +202,26 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         String(entry.size),
         String(historyMax),
         String(Date.now() - historyRetentionMs),
+        options.requireEpoch ? '1' : '',
       )) as string[];
       const [outcome, current, seq, member, count, ...rest] = reply;
+      if (outcome === 'unready') {
+        throw new OddsfilesError(
+          'redis.not_restored',
+          'the catalog in Redis has not been restored from the store yet (Redis lost its data, or is new); will retry',
+        );
+      }
+      if (outcome !== 'superseded' && waitReplicas > 0) {
+        // Acknowledged means kept: the commit must be on the replicas a failover promotes. An
+        // `unchanged` answer may be the retry of a commit whose wait fell short: it waits too.
+        const acked = await redis.wait(waitReplicas, waitTimeoutMs);
+        if (acked < waitReplicas) {
+          throw new OddsfilesError(
+            'redis.not_replicated',
+            `the commit reached ${acked} of ${waitReplicas} replicas within ${waitTimeoutMs} ms (redis.wait_replicas); not acknowledged, will retry`,
+          );
+        }
+      }
       const n = Number(count ?? 0);
       return {
         outcome: outcome as CommitOutcome,

@@ -5,6 +5,7 @@ import { type CliContext } from './context.js';
 import { registerKeysCommands } from './keys.js';
 import { registerMirrorCommand } from './mirror.js';
 import { registerPublishCommand } from './publish.js';
+import { registerRecoverCommand } from './recover.js';
 import { registerRejectedCommands } from './rejected.js';
 import { registerStartCommand } from './start.js';
 import { registerStatusCommand } from './status.js';
@@ -22,6 +23,7 @@ export function buildProgram(ctx: CliContext, version: string): Command {
   registerStatusCommand(program, ctx);
   registerKeysCommands(program, ctx);
   registerMirrorCommand(program, ctx);
+  registerRecoverCommand(program, ctx);
   program.commands.forEach(function inherit(c: Command) {
     c.exitOverride();
     c.configureOutput({ writeOut: (s) => ctx.io.stdout.write(s), writeErr: (s) => ctx.io.stderr.write(s) });

@@ -3,7 +3,8 @@
  * feed of the registry with its generated_at, age and size (stale ones marked by their kind's
  * stale_after, never-published ones listed, ones stamped ahead of the clock marked), the last
  * rejections with their reasons, and the last superseded drops with the generated_at that won.
- * `--json` for machines (fields: now, seq, queue, workers, feeds, missing, stale, ahead, rejections,
+ * `--json` for machines (fields: now, redis (the server answering: the primary in use behind
+ * Sentinel), seq, queue, workers, feeds, missing, stale, ahead, rejections,
  * superseded, changes, folders: this command's INBOX_DIR and REJECTED_DIR and whether the running
  * workers watch that inbox).
  * Exit 1 when a feed is stale.
@@ -21,6 +22,7 @@ import { createSupersededLog, type SupersededRecord } from '../ingest/rejections
 import { readChangeStats, type ChangeStats } from '../ops/change-stats.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
 import type { RejectionRecord } from '../ingest/rejections/rejected.js';
+import { connectedServer } from '../redis/connect.js';
 import type { CliContext } from './context.js';
 import { describeFolders, statusFolders, type StatusFolders } from './status-folders.js';
 import { formatTable } from './table.js';
@@ -54,6 +56,8 @@ const SUPERSEDED_SHOWN = 5;
 
 export interface StatusReport {
   readonly now: string;
+  /** The Redis server answering (`host:port`): behind Sentinel, the primary in use. */
+  readonly redis: string | null;
   readonly seq: number;
   readonly queue: Record<string, number>;
   /** Workers connected to the queue; null when Redis does not say (CLIENT LIST refused). */
@@ -126,6 +130,7 @@ export function registerStatusCommand(program: Command, ctx: CliContext): void {
       const ahead = feeds.filter((f) => f.ahead).length;
       const report: StatusReport = {
         now: new Date(now).toISOString(),
+        redis: connectedServer(redis) ?? null,
         seq: snapshot.seq,
         queue: counts,
         workers,
@@ -155,6 +160,7 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   const parts: string[] = [];
   const states = [...QUEUE_STATES, ...RARE_STATES.filter((s) => (queue[s] ?? 0) > 0)];
   const workers = report.workers === null ? '' : `; workers ${report.workers}`;
+  parts.push(`redis    ${report.redis ?? 'unknown'}\n`);
   parts.push(`queue    ${states.map((s) => `${s} ${queue[s] ?? 0}`).join(', ')}${workers}\n`);
   const c = report.changes;
   const span = c.oldest === null ? 'empty' : `${c.oldest}-${c.position}`;

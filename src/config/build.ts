@@ -6,6 +6,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ConfigError } from '../errors.js';
+import { sentinelOptions } from '../redis/sentinel-url.js';
 import { parseDuration } from '../duration.js';
 import type { Env, EnvConfig } from './env.js';
 import type { FileConfig } from './file-schema.js';
@@ -28,6 +29,9 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
   // The schema has checked every duration's form.
   const dur = (text: string) => parseDuration(text) as number;
   const dataDir = resolve(cwd, vars.DATA_DIR);
+  const redisUrl = env.REDIS_URL ? vars.REDIS_URL : (f.redis.url ?? vars.REDIS_URL);
+  // A Sentinel URL is checked here, so a mistyped one stops the start with its reason.
+  sentinelOptions(redisUrl);
 
   const bookmakers = f.bookmakers.map((b) => ({ key: b.key, name: b.name, feeds: b.feeds }));
   const seen = new Set<string>();
@@ -82,9 +86,11 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
     rejectedDir: resolve(cwd, vars.REJECTED_DIR ?? resolve(dataDir, 'rejected')),
     storeUrl: normaliseStoreUrl(vars.STORE_URL ?? pathToFileURL(resolve(dataDir, 'store')).href, cwd),
     redis: {
-      url: vars.REDIS_URL,
-      explicit: Boolean(env.REDIS_URL),
+      url: redisUrl,
+      explicit: Boolean(env.REDIS_URL) || f.redis.url !== undefined,
       prefix: vars.REDIS_PREFIX,
+      waitReplicas: f.redis.wait_replicas,
+      waitTimeoutMs: dur(f.redis.wait_timeout),
     },
     http: {
       host: vars.HOST,

@@ -5,7 +5,7 @@
  * (`npm run schema:config`; a test fails when the committed copy is stale).
  *
  * Every part is optional. Lists and maps at the top level replace the default whole; the sections
- * (limits, stale_after, ingest, reader, publish, changes) have a default of `{}` and defaults per field, so a file
+ * (limits, stale_after, ingest, reader, publish, redis, changes) have a default of `{}` and defaults per field, so a file
  * that names one field of a section keeps the others.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -214,6 +214,25 @@ export const FileSchema = Type.Object(
       },
       section,
     ),
+    redis: Type.Object(
+      {
+        url: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              'Redis (REDIS_URL, when set, wins): redis://host:port[/db], rediss://…, or redis+sentinel://host:port[,host:port…]/<master-name>[?db=N]',
+          }),
+        ),
+        wait_replicas: Type.Integer({
+          minimum: 0,
+          maximum: 16,
+          default: 0,
+          description: 'a publication is acknowledged only once this many replicas have it (WAIT after the catalog commit); 0: no wait (a single Redis)',
+        }),
+        wait_timeout: duration({ default: '2s', description: 'longest a commit waits for wait_replicas; fewer by then: the drop is retried' }),
+      },
+      section,
+    ),
     changes: Type.Object(
       {
         retention: duration({ default: '24h', description: 'the change log keeps entries at least this long (and at most max_entries)' }),
@@ -277,7 +296,7 @@ export const FileSchema = Type.Object(
     ...closed,
     title: 'oddsfiles configuration file (ODDSFILES_CONFIG)',
     description:
-      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish, changes, history and deltas are merged field by field.',
+      'Every part is optional: what the file leaves out keeps its built-in default. Lists and maps at the top level (bookmakers, sports, plans, marketplaces) replace the default whole; limits, stale_after, ingest, reader, publish, redis, changes, history and deltas are merged field by field.',
   },
 );
 

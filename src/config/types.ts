@@ -65,6 +65,10 @@ export interface Config {
     /** REDIS_URL was set: never fall back to a private redis-server. */
     readonly explicit: boolean;
     readonly prefix: string;
+    /** A publication is acknowledged once this many replicas have its commit (WAIT); 0: none. */
+    readonly waitReplicas: number;
+    /** The longest a commit waits for them. */
+    readonly waitTimeoutMs: number;
   };
   readonly http: {
     readonly host: string;

@@ -25,6 +25,7 @@ import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } 
 import { createRejectionLog } from './rejections/rejection-log.js';
 import { createSupersededLog } from './rejections/superseded-log.js';
 import { sweepStaged } from './http/staged.js';
+import { startRecoveryGuard } from './redis-recovery.js';
 import { superviseWorker } from './supervisor.js';
 import { createIngestWorker } from './worker.js';
 
@@ -51,6 +52,8 @@ export interface WorkerRoleDeps {
 export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promise<void>> {
   const { config, log, queue, metrics } = deps;
   await ensureInbox(config.inboxDir);
+  // A catalog Redis lost is restored from the store before this worker commits (redis-recovery.ts).
+  const guard = await startRecoveryGuard({ redis: deps.client, keys: deps.keys, store: deps.store, catalog: deps.catalog, log });
   const rejections = createRejectionLog(deps.client, deps.keys);
   const superseded = createSupersededLog(deps.client, deps.keys);
   const schema = loadDocumentSchema();
@@ -71,6 +74,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     recordRejection: (r) => rejections.record(r),
     recordSuperseded: (r) => superseded.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
+    onCatalogBehind: () => guard.behind(),
     ...(config.ingest.carryMaxBytes > 0 && config.ingest.carryBytesPerSecond > 0
       ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }
       : {}),
@@ -141,6 +145,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     } finally {
       await stopRetention();
       await registration.close();
+      await guard.close();
     }
   };
 }

@@ -2,9 +2,25 @@
  * Redis connections, following BullMQ's production guidance: workers and subscribers retry for
  * ever (maxRetriesPerRequest: null) with a capped backoff; command clients that serve requests
  * fail fast while Redis is away instead of queueing commands without bound.
+ *
+ * A URL is either one server (`redis://`, `rediss://`) or a Sentinel group
+ * (`redis+sentinel://[user:pass@]host:port[,host:port…]/<master-name>[?db=N]`): every connection
+ * then asks the sentinels for the primary, and follows a failover (a `READONLY` answer or the
+ * sentinels' switch announcement makes it reconnect to the new primary). Blocking reads carry a
+ * client-side deadline, so none hangs on a connection to a primary that died without closing it.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import { RedisUnavailableError } from '../errors.js';
+import { sentinelOptions } from './sentinel-url.js';
+
+/** Past its own BLOCK time (or this long for one without), a blocking read resolves empty on the client. */
+const BLOCKING_DEADLINE_MS = 30_000;
+
+/** A client for `url` (one server or a Sentinel group) with `options`. */
+function clientFor(url: string, options: RedisOptions): Redis {
+  const sentinel = sentinelOptions(url);
+  return sentinel ? new Redis({ ...sentinel, ...options }) : new Redis(url, options);
+}
 
 export type ConnectionRole = 'worker' | 'client' | 'subscriber';
 
@@ -20,21 +36,29 @@ export function redisOptions(role: ConnectionRole, name: string): RedisOptions {
     enableOfflineQueue: role !== 'client',
     connectTimeout: 5000,
     keepAlive: 10_000,
+    blockingTimeout: BLOCKING_DEADLINE_MS,
   };
 }
 
 export function createRedis(url: string, role: ConnectionRole, name: string): Redis {
-  return new Redis(url, redisOptions(role, name));
+  return clientFor(url, redisOptions(role, name));
+}
+
+/** The server a connection is talking to now (`host:port`): the primary in use behind Sentinel. */
+export function connectedServer(redis: Redis): string | undefined {
+  const s = redis.stream as { remoteAddress?: string; remotePort?: number } | undefined;
+  return s?.remoteAddress && s.remotePort ? `${s.remoteAddress.includes(':') ? `[${s.remoteAddress}]` : s.remoteAddress}:${s.remotePort}` : undefined;
 }
 
 /** One PING with a short deadline; true when something answered. */
 export async function redisAnswers(url: string, timeoutMs = 1000): Promise<boolean> {
-  const client = new Redis(url, {
+  const client = clientFor(url, {
     lazyConnect: true,
     connectTimeout: timeoutMs,
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     retryStrategy: () => null,
+    sentinelRetryStrategy: () => null,
   });
   client.on('error', () => undefined);
   try {
@@ -55,6 +79,7 @@ export function redactUrl(url: string): string {
 /** Where a client connects, as a URL without credentials. */
 function describeTarget(redis: Redis): string {
   const o = redis.options;
+  if (o.sentinels) return `the primary "${o.name ?? ''}" of the sentinels ${o.sentinels.map((x) => `${x.host ?? '127.0.0.1'}:${x.port ?? 26379}`).join(',')}`;
   if (o.path) return `unix://${o.path}`;
   return `${o.tls ? 'rediss' : 'redis'}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}${o.db ? `/${o.db}` : ''}`;
 }

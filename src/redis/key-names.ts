@@ -8,6 +8,11 @@ export interface RedisKeys {
   readonly catalog: string;
   /** Counter bumped on every published change. */
   readonly catalogSeq: string;
+  /**
+   * The catalog's epoch: set when the catalog was restored from the store (restore.ts). A catalog
+   * without it (a Redis that lost its data, a new Redis) takes no commit until restored.
+   */
+  readonly catalogEpoch: string;
   /** List of a filename's version hashes, newest first. */
   catalogVersions(filename: string): string;
   /**
@@ -58,6 +63,7 @@ export function redisKeys(prefix: string): RedisKeys {
     prefix,
     catalog: `${prefix}:catalog`,
     catalogSeq: `${prefix}:catalog:seq`,
+    catalogEpoch: `${prefix}:catalog:epoch`,
     catalogVersions: (filename) => `${prefix}:catalog:versions:${filename}`,
     history: (filename) => `${prefix}:history:${filename}`,
     historyRefs: (filename) => `${prefix}:historyrefs:${filename}`,

@@ -24,7 +24,7 @@ const HOW_TO_GET_REDIS =
   'and start it, or set REDIS_URL=redis://host:port to an existing one.';
 
 export async function resolveRedis(
-  config: Pick<Config, 'redis' | 'dataDir'>,
+  config: { readonly redis: Pick<Config['redis'], 'url' | 'explicit' | 'prefix'>; readonly dataDir: string },
   options: { startPrivate: boolean; log?: (msg: string) => void },
 ): Promise<ResolvedRedis> {
   const { url, explicit } = config.redis;

@@ -76,6 +76,8 @@ export interface ManifestWriterOptions {
   readonly syncIoMaxBytes?: number;
   /** The clock a write is timed with, ms (default performance.now; tests pass their own). */
   readonly now?: () => number;
+  /** Told when the store's manifest is ahead of the catalog: Redis lost commits (the catalog is restored from it). */
+  readonly onCatalogBehind?: () => void;
 }
 
 export function createManifestWriter(opts: ManifestWriterOptions): ManifestWriter {
@@ -119,11 +121,13 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
           const oursLanded = verify && stored === written;
           if ((all || oursLanded || checked.length > 0) && stored < seq && seq > own) own = seq;
           written = stored;
-          // Ahead of the catalog: the catalog was started afresh (Redis lost its data). The
-          // manifest is left as it is until this process publishes; then it mirrors the catalog.
+          // Ahead of the catalog: Redis lost commits. The manifest is left as it is, the catalog is
+          // restored from it (onCatalogBehind), and this process's next commit writes the manifest
+          // from the whole catalog again.
           if (stored > seq) {
             catalogReset = true;
             mirror.forget();
+            opts.onCatalogBehind?.();
           }
         }
       }

@@ -66,6 +66,8 @@ export interface PublisherDeps {
   readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
   /** Which versions are carried to readers in other processes ahead of their commit (carry.ts); none without it. */
   readonly carry?: CarryPolicy;
+  /** The manifest writer found the catalog behind the store's manifest (Redis lost commits). */
+  readonly onCatalogBehind?: () => void;
 }
 
 export interface Publisher {
@@ -88,6 +90,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       store: deps.store,
       log: deps.log,
       syncIoMaxBytes: deps.config.ingest.syncIoMaxBytes,
+      ...(deps.onCatalogBehind ? { onCatalogBehind: deps.onCatalogBehind } : {}),
     }),
   };
   // One maximal document's worth of bytes read and validated at a time (byte-budget.ts).

@@ -74,9 +74,10 @@ export function startTail(deps: TailDeps): Tail {
     const changes = await tail.read(readPosition, READ_COUNT, blockMs);
     if (closed) return;
     if (changes.length === 0) {
-      // Quiet, or the log restarted below us (Redis lost its data): the head tells.
+      // Quiet, or the log restarted below us (Redis lost its data), or a new epoch emptied it
+      // and moved its position past ours (restored from the store): the head tells.
       const b = await log.bounds();
-      if (b.last < readPosition) reset(b.last);
+      if (b.last < readPosition || (b.first === undefined && b.last > readPosition)) reset(b.last);
     }
     accept(changes);
   };
