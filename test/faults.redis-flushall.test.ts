@@ -8,8 +8,11 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { storedHistory } from '../src/ingest/background/history-log.js';
+import { createFsStore } from '../src/store/fs-store.js';
 import { EXAMPLE_FEEDS } from './fixtures/corpus.js';
 import { createApiKey, docFor, dropFile, freePort, readCatalogAt, startPrivateRedis, type PrivateRedis } from './helpers/faults.js';
 import { uniquePrefix } from './helpers/redis.js';
@@ -66,7 +69,8 @@ describe('fault: Redis loses its data under a running service', () => {
     }, 20_000);
     const historyBefore = (await (await get(svc.url!, `/v1/history/${FILES[0]!.filename}`)).json()) as { versions: { etag: string }[] };
     expect(historyBefore.versions).toHaveLength(2);
-    await waitFor(async () => (await readdirCount(join(dataDir, 'store', 'history', FILES[0]!.filename))) === 2, 20_000, 'the history records');
+    const store = createFsStore(pathToFileURL(join(dataDir, 'store')).href);
+    await waitFor(async () => (await storedHistory(store, FILES[0]!.filename)).length === 2, 20_000, 'the history records');
 
     const stream = await openSse(`${svc.url}/v1/stream`, { 'x-api-key': key });
     clients.push(stream);
@@ -131,8 +135,3 @@ describe('fault: Redis loses its data under a running service', () => {
     expect(JSON.parse(recover.stdout)).toMatchObject({ files: 0, keys: 0, new_epoch: false, manifest_files: FILES.length });
   }, 120_000);
 });
-
-async function readdirCount(dir: string): Promise<number> {
-  const { readdir } = await import('node:fs/promises');
-  return (await readdir(dir).catch(() => [])).length;
-}
