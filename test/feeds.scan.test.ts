@@ -197,12 +197,17 @@ describe('JSON.parse semantics', () => {
       '{"bookmaker":"northwind","b\\u006fokmaker":"northwind"}',
       '{"events":[{"name":1,"name":"x"}]}',
       '{"a":{"x":1},"b":{"x":1},"a":2}',
+      // past the first names an object compares byte for byte, and escaped after plain ones
+      `{${Array.from({ length: 20 }, (_, i) => `"k${i}":${i}`).join(',')},"k3":0}`,
+      `{"events":[{${Array.from({ length: 17 }, (_, i) => `"n${i}":1`).join(',')},"n16":2}]}`,
+      '{"home":1,"away":2,"h\\u006fme":3}',
     ]) {
       expect(reasonOf(text), text).toBe('not_i_json');
       expect(reasonOf(text, parsed), text).toBe('not_i_json');
     }
     // the same name in different objects, or nested under itself, is no duplicate
     expect(reasonOf('{"events":[{"name":"x"},{"name":"y"}],"name":{"name":1}}')).toBe('published');
+    expect(reasonOf(`{"home":1,"away":2,"draw":3,${Array.from({ length: 30 }, (_, i) => `"k${i}":{"home":1,"away":2}`).join(',')}}`)).toBe('published');
     expect(detailOf('{"events":[],\n "events":[]}')).toBe('not_i_json: the member name "events" appears twice in an object (again at byte 15)');
     expect(detailOf('{"events":[],\n "events":[]}', parsed)).toBe('not_i_json: the member name "events" appears twice in an object (again at byte 15)');
   });

@@ -35,21 +35,59 @@ export function mayOverflow(length: number, hasExponent: boolean): boolean {
   return hasExponent || length > 308;
 }
 
+/** Names of an object compared byte for byte, before it keeps them in a Set (many names, or an escaped one). */
+const LINEAR_MAX = 16;
+
 /**
- * The member names of the open objects, one set per depth, reused: a name is its UTF-8 bytes as a
- * latin1 string (escaped names are decoded first), so that `"a"` and `"\u0061"` are the same name.
+ * The member names of the open objects, per depth, reused. An object's first names are kept as
+ * byte ranges of the document and compared byte for byte (no string, no Set: most objects have a
+ * few short names); past LINEAR_MAX names, or once a name has escapes, the object's names are
+ * kept in a Set as their UTF-8 bytes in a latin1 string (escaped names decoded first), so that
+ * `"a"` and `"\u0061"` are the same name.
  */
 export class MemberNames {
-  private readonly sets: Set<string>[] = [];
+  /** Per depth: [start, end) of each name so far, and how many. */
+  private ranges: Int32Array[] = [];
+  private counts = new Int32Array(0);
+  /** Per depth: the object's names as strings, once it keeps them so (else undefined). */
+  private readonly sets: (Set<string> | undefined)[] = [];
+  private readonly inSet: boolean[] = [];
 
   open(depth: number): void {
-    const set = this.sets[depth];
-    if (set === undefined) this.sets[depth] = new Set();
-    else if (set.size > 0) set.clear();
+    if (this.counts.length <= depth) {
+      const counts = new Int32Array(Math.max(16, 2 * (depth + 1)));
+      counts.set(this.counts);
+      this.counts = counts;
+    }
+    this.counts[depth] = 0;
+    if (this.inSet[depth]) {
+      this.inSet[depth] = false;
+      this.sets[depth]!.clear();
+    }
   }
 
   /** Adds the name; returns the name as text when the object already has it, else undefined. */
   add(depth: number, buf: Buffer, start: number, end: number, escaped: boolean): string | undefined {
+    if (!this.inSet[depth]) {
+      const n = this.counts[depth]!;
+      if (!escaped && n < LINEAR_MAX) {
+        const r = (this.ranges[depth] ??= new Int32Array(2 * LINEAR_MAX));
+        const len = end - start;
+        for (let k = 0; k < 2 * n; k += 2) {
+          const s = r[k]!;
+          if (r[k + 1]! - s === len && sameBytes(buf, s, start, len)) return buf.toString('utf8', start, end);
+        }
+        r[2 * n] = start;
+        r[2 * n + 1] = end;
+        this.counts[depth] = n + 1;
+        return undefined;
+      }
+      // Many names, or an escaped one: the names so far go into the Set.
+      const set = (this.sets[depth] ??= new Set());
+      const r = this.ranges[depth];
+      for (let k = 0; k < 2 * n; k += 2) set.add(buf.toString('latin1', r![k], r![k + 1]));
+      this.inSet[depth] = true;
+    }
     const set = this.sets[depth]!;
     let name: string;
     if (!escaped) name = buf.toString('latin1', start, end);
@@ -61,6 +99,15 @@ export class MemberNames {
 
   /** Keeps no names of the last document. */
   clear(): void {
-    for (const s of this.sets) s?.clear();
+    this.counts.fill(0);
+    for (let d = 0; d < this.inSet.length; d++) {
+      if (this.inSet[d]) this.sets[d]!.clear();
+      this.inSet[d] = false;
+    }
   }
+}
+
+function sameBytes(buf: Buffer, a: number, b: number, len: number): boolean {
+  for (let i = 0; i < len; i++) if (buf[a + i] !== buf[b + i]) return false;
+  return true;
 }
