@@ -26,7 +26,7 @@ import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from 
 import type { ChangeFeed } from './feed.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { StreamHub } from './streams.js';
-import { openStreamSink } from './stream-sink.js';
+import { openStreamSink, type StreamSink } from './stream-sink.js';
 import { jsonAnswer } from '../data/json-answer.js';
 
 /** What a stream's request line says. */
@@ -225,6 +225,19 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       reply.raw.once('close', finish);
     });
 
+  /**
+   * A stream from its head on. Made outside the route's handler: what it keeps (its sink, its
+   * slot, its request line) must not hold the request and reply objects the handler's scope does.
+   */
+  const startStream = (principal: Principal, out: StreamSink, since: number, conflateMs: number, line: StreamRequestLine, slot: string | undefined) => {
+    const start = performance.now();
+    out.onClose((byServer) => {
+      if (slot !== undefined) deps.slots!.release(principal.rateKey, slot);
+      if (!byServer) deps.onClientClosed?.(line, performance.now() - start);
+    });
+    return hub.start(principal, out, since, (after) => feed.since(after, principal.allows, 500), conflateMs);
+  };
+
   // No HEAD: a stream has no headers-only form.
   app.get<{ Querystring: Record<string, string | undefined> }>(STREAM_PATH, { schema: STREAM_ROUTE_SCHEMA, exposeHeadRoute: false }, (request, reply) =>
     admitted(request, reply, async (a) => {
@@ -253,16 +266,10 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
         if (taken) deps.slots!.release(rateKey, taken.slot);
         return undefined;
       }
-      // What the request line of a stream its client closed needs, read now: the stream keeps
-      // nothing of its request, and once the client has gone its socket no longer says.
+      // What the request line of a stream its client closed needs, read now: once the client has
+      // gone its socket no longer says.
       const line = { id: request.id, method: request.method, url: request.url, principalId: a.principal.id, ip: request.ip };
-      const start = performance.now();
-      const out = openStreamSink(res);
-      out.onClose((byServer) => {
-        if (taken) deps.slots!.release(rateKey, taken.slot);
-        if (!byServer) deps.onClientClosed?.(line, performance.now() - start);
-      });
-      await hub.start(a.principal, out, since, (after) => feed.since(after, a.principal.allows, 500), conflateMs);
+      await startStream(a.principal, openStreamSink(res), since, conflateMs, line, taken === undefined ? undefined : taken.slot);
       return undefined;
     }),
   );
