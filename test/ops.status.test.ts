@@ -19,6 +19,7 @@ import { redisKeys } from '../src/redis/key-names.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 
 interface StatusJson {
+  redis: string | null;
   now: string;
   seq: number;
   changes: Record<string, number | null>;
@@ -114,12 +115,15 @@ describe('oddsfiles status', () => {
       'missing',
       'now',
       'queue',
+      'redis',
       'rejections',
       'seq',
       'stale',
       'superseded',
       'workers',
     ]);
+    // The server answering, as host:port (behind Sentinel: the primary in use).
+    expect(s.redis).toMatch(/^127\.0\.0\.1:\d+$/);
     // Committed straight to the catalog here: no reader runs, so no reader figures.
     expect(s.changes).toEqual({ position: 2, oldest: 1, streams: 0, events: 0, dropped: 0, waiting: 0, readers: 0 });
     expect(s.stale).toBe(0);

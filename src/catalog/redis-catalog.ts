@@ -172,6 +172,34 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
   const historyMax = history?.maxVersions ?? 20_000;
   const waitReplicas = options.waitReplicas ?? 0;
   const waitTimeoutMs = options.waitTimeoutMs ?? 2000;
+  /** Fewer replicas than wait_replicas were connected at `at` (INFO replication); looked at again each second. */
+  let connected: { n: number; at: number } | undefined;
+  const lookAgain = async () => {
+    const n = await connectedReplicas(redis);
+    connected = n >= waitReplicas ? undefined : { n, at: Date.now() };
+    return n;
+  };
+  /**
+   * Acknowledged means kept: the commit must be on the replicas a failover may promote. While
+   * fewer replicas than wait_replicas are connected (one is down, or after a failover that left
+   * none), it waits for those there are: no failover can promote a replica that is not connected,
+   * and one that connects later copies the whole primary first. A replica that is connected but
+   * does not confirm in time: not acknowledged (the drop is retried). An `unchanged` answer may be
+   * the retry of such a commit: it waits too.
+   */
+  const replicated = async () => {
+    if (connected && Date.now() - connected.at > 1000) await lookAgain();
+    const want = Math.min(waitReplicas, connected?.n ?? waitReplicas);
+    if (want === 0) return;
+    const acked = await redis.wait(want, waitTimeoutMs);
+    if (acked >= want) return;
+    if (acked < Math.min(waitReplicas, await lookAgain())) {
+      throw new OddsfilesError(
+        'redis.not_replicated',
+        `the commit reached ${acked} of ${want} replicas within ${waitTimeoutMs} ms (redis.wait_replicas); not acknowledged, will retry`,
+      );
+    }
+  };
   const historyRetentionMs = history?.retentionMs ?? 7 * 86_400_000;
   return {
     history: createHistoryIndex(redis, keys),
@@ -211,17 +239,7 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
           'the catalog in Redis has not been restored from the store yet (Redis lost its data, or is new); will retry',
         );
       }
-      if (outcome !== 'superseded' && waitReplicas > 0) {
-        // Acknowledged means kept: the commit must be on the replicas a failover promotes. An
-        // `unchanged` answer may be the retry of a commit whose wait fell short: it waits too.
-        const acked = await redis.wait(waitReplicas, waitTimeoutMs);
-        if (acked < waitReplicas) {
-          throw new OddsfilesError(
-            'redis.not_replicated',
-            `the commit reached ${acked} of ${waitReplicas} replicas within ${waitTimeoutMs} ms (redis.wait_replicas); not acknowledged, will retry`,
-          );
-        }
-      }
+      if (outcome !== 'superseded' && waitReplicas > 0) await replicated();
       const n = Number(count ?? 0);
       return {
         outcome: outcome as CommitOutcome,
@@ -261,6 +279,12 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
       return Number((await redis.get(keys.catalogSeq)) ?? 0);
     },
   };
+}
+
+/** How many replicas are connected to the server `redis` talks to. */
+async function connectedReplicas(redis: Redis): Promise<number> {
+  const m = /^connected_slaves:(\d+)/m.exec(await redis.info('replication'));
+  return m ? Number(m[1]) : 0;
 }
 
 /** Parse one announcement from the catalog channel; undefined for anything malformed. */

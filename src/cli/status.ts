@@ -160,8 +160,8 @@ function renderText(report: StatusReport, registry: ReturnType<typeof buildRegis
   const parts: string[] = [];
   const states = [...QUEUE_STATES, ...RARE_STATES.filter((s) => (queue[s] ?? 0) > 0)];
   const workers = report.workers === null ? '' : `; workers ${report.workers}`;
-  parts.push(`redis    ${report.redis ?? 'unknown'}\n`);
   parts.push(`queue    ${states.map((s) => `${s} ${queue[s] ?? 0}`).join(', ')}${workers}\n`);
+  parts.push(`redis    ${report.redis ?? 'unknown'}\n`);
   const c = report.changes;
   const span = c.oldest === null ? 'empty' : `${c.oldest}-${c.position}`;
   parts.push(

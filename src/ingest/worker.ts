@@ -94,6 +94,8 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
     lockDuration: deps.lockDurationMs,
     stalledInterval: Math.max(1000, Math.floor(deps.lockDurationMs / 2)),
     maxStalledCount: 5,
+    // After a lost connection (a failover), fetch again within a second, not BullMQ's 15 s.
+    runRetryDelay: 1000,
     settings: { backoffStrategy: (attemptsMade: number, type?: string) => (type === BACKOFF_TYPE ? backoffDelay(attemptsMade) : 1000) },
     autorun: true,
   });
