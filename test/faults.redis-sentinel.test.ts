@@ -75,7 +75,9 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
       for (let n = 0; putting; n++) {
         const feed = PUT[n % PUT.length]!;
         const at = (putClock += 1000);
-        const res = await fetch(`${url}/v1/data/${feed.filename}`, { method: 'PUT', headers: { 'x-api-key': publisher }, body: docFor(feed, at) }).catch(() => undefined);
+        const res = await fetch(`${url}/v1/data/${feed.filename}`, { method: 'PUT', headers: { 'x-api-key': publisher }, body: docFor(feed, at) }).catch(
+          () => undefined,
+        );
         if (res?.status === 201) acked.push({ filename: feed.filename, generatedAtMs: at });
         await res?.arrayBuffer().catch(() => undefined);
         if (!res || res.status >= 500) await sleep(100);
