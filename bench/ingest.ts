@@ -38,7 +38,7 @@ const args = benchArgs('Ingest throughput: drops settled per second, against a r
   baseline: {
     type: 'string',
     description:
-      'a checkout of another build (its dist/bin/oddsfiles.js, or dist/workers/oddsfiles.js in builds before bin/): each variant runs from it too; no doc written',
+      'a checkout of another build (its dist/bin/oddsfiles.js, or dist/workers/oddsfiles.js in builds before bin/): each variant runs from it too, in the same rounds (a before/after in one run)',
   },
   profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
@@ -49,7 +49,7 @@ const PROFILE = args.profile;
 // A profile is of the one-process and the default variants; a smoke run needs one variant.
 const PICKED = (PROFILE ? 'single,default' : (args.variants ?? (args.quick ? 'default' : undefined)))?.split(',');
 const BASELINE = args.baseline;
-const WRITE_DOC = !args['no-doc'] && !args.quick && !PROFILE && !PICKED && !BASELINE;
+const WRITE_DOC = !args['no-doc'] && !args.quick && !PROFILE && !PICKED;
 
 interface Variant {
   /** Its short name for --variants. */
