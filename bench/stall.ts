@@ -31,7 +31,10 @@ const args = benchArgs('A reader never stalls: event-loop delay, a steady client
   'big-mb': { type: 'number', default: 40, quick: 12, description: 'size of the big version of (b), MB' },
   requests: { type: 'number', default: 3000, quick: 500, description: 'requests per kind in the CPU comparison' },
   only: { type: 'string', default: 'abcd', description: 'the patterns to run, e.g. `c`' },
-  'cpu-prof': { type: 'boolean', description: 'write V8 CPU profiles of the processes (kept with BENCH_KEEP=1) and print where the reader spent its time' },
+  'cpu-prof': {
+    type: 'boolean',
+    description: 'write V8 CPU profiles of the processes (kept with BENCH_KEEP=1) and print where the reader spent its time, in all and in each pattern',
+  },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 
@@ -89,14 +92,14 @@ async function main(): Promise<void> {
   const otherKey = other.stdout.trim();
 
   // --- measuring ----------------------------------------------------------------------------
-  const loop = async (): Promise<{ p99: number; max: number }> => {
+  const loop = async (): Promise<{ p99: number; max: number; atUs: number }> => {
     const path = join(probeDir, `loop-${reader.pid}.json`);
     const before = await readFile(path, 'utf8').catch(() => '{"n":-1}');
     process.kill(reader.pid, 'SIGUSR2');
     for (;;) {
       await sleep(20);
       const now = await readFile(path, 'utf8').catch(() => before);
-      if (now !== before && now.length > 0) return JSON.parse(now) as { p99: number; max: number };
+      if (now !== before && now.length > 0) return JSON.parse(now) as { p99: number; max: number; atUs: number };
     }
   };
   let steady: number[] = [];
@@ -139,13 +142,16 @@ async function main(): Promise<void> {
   const publishedBytes = () => [...published.values()].reduce((a, b) => a + b, 0);
 
   const rows: string[][] = [];
+  /** Each pattern's span on the reader's profile clock. */
+  const spans: { label: string; fromUs: number; toUs: number }[] = [];
   const phase = async (label: string, run: () => Promise<string>) => {
-    await loop(); // reset
+    const fromUs = (await loop()).atUs; // reset
     steady = [];
     steadyErrors = 0;
     rssPeak = memOf(reader.pid).rss;
     const note = await run();
     const l = await loop();
+    spans.push({ label, fromUs, toUs: l.atUs });
     const p99 = quantile(steady, 0.99);
     rows.push([
       label,
@@ -297,9 +303,11 @@ async function main(): Promise<void> {
   if (args['cpu-prof']) {
     const file = (await readdir(probeDir)).find((f) => f.endsWith('.cpuprofile') && f.includes(`.${reader.pid}.`));
     if (file) {
-      const p = summarizeProfile(join(probeDir, file), 25);
-      log(`reader profile: busy ${p.busyMs.toFixed(0)} ms`);
-      for (const [name, ms] of [...p.groups, ...p.functions]) log(`  ${ms.toFixed(0).padStart(6)} ms  ${name}`);
+      for (const span of [undefined, ...spans]) {
+        const p = summarizeProfile(join(probeDir, file), 25, span);
+        log(`reader profile${span ? ` of ${span.label}` : ''}: busy ${p.busyMs.toFixed(0)} ms`);
+        for (const [name, ms] of [...p.groups, ...p.functions]) log(`  ${ms.toFixed(0).padStart(6)} ms  ${name}`);
+      }
     }
   }
 

@@ -23,16 +23,26 @@ function groupOf(frame: ProfileNode['callFrame']): string {
   return url;
 }
 
-/** Self time grouped, and the top functions; idle time left out (shares are of the busy time). */
-export function summarizeProfile(path: string, top = 12): { busyMs: number; groups: [string, number][]; functions: [string, number][] } {
-  const p = JSON.parse(readFileSync(path, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+/**
+ * Self time grouped, and the top functions; idle time left out (shares are of the busy time).
+ * `span`: only the samples between these times (µs, the profile's monotonic clock).
+ */
+export function summarizeProfile(
+  path: string,
+  top = 12,
+  span?: { fromUs: number; toUs: number },
+): { busyMs: number; groups: [string, number][]; functions: [string, number][] } {
+  const p = JSON.parse(readFileSync(path, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number };
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const groups = new Map<string, number>();
   const fns = new Map<string, number>();
   let busy = 0;
+  let at = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
+    at += p.timeDeltas[i] ?? 0;
     const node = byId.get(p.samples[i]!);
     const dt = (p.timeDeltas[i + 1] ?? 0) / 1000;
+    if (span && (at < span.fromUs || at >= span.toUs)) continue;
     if (!node || node.callFrame.functionName === '(idle)') continue;
     busy += dt;
     const g = groupOf(node.callFrame);

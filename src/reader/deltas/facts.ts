@@ -48,6 +48,13 @@ interface Reply {
 /** Kept for an IM of a pair that has no patch. */
 const NONE = 'none';
 const NO_PATCH: Patches = Object.freeze({});
+
+/** `bytes` copied into shared memory: a thread reads them in place. */
+function toShared(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(new SharedArrayBuffer(bytes.length));
+  out.set(bytes);
+  return out;
+}
 const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 const sizeOf = (e: Encoded | typeof NONE) => 64 + (e === NONE ? 0 : e.identity.length + e.gzip.length + e.br.length);
 
@@ -61,19 +68,27 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
   const building = new Map<string, Promise<Encoded | undefined>>();
   const buildsOf = new Map<string, number>();
 
-  /** One task: the bytes are copied into buffers of their own and moved to the thread, once it takes the task. */
-  const run = (to: Buffer, from?: Buffer, ims?: readonly Im[]): Promise<Reply> =>
-    pool.run<Reply>(() => {
-      const t = new Uint8Array(to);
-      const f = from && new Uint8Array(from);
-      return { message: { to: t, from: f, ims }, transfer: f ? [t.buffer, f.buffer] : [t.buffer] };
-    });
+  /**
+   * A held version's bytes (the current one, or the previous as the common base) in shared
+   * memory, copied once per version rather than once per build: copying megabytes on each build
+   * would hold up the loop.
+   */
+  const sharedOf = new WeakMap<Version, Uint8Array>();
+  const shared = (version: Version): Uint8Array => {
+    let s = sharedOf.get(version);
+    if (s === undefined) sharedOf.set(version, (s = toShared(version.identity.body)));
+    return s;
+  };
+
+  /** One task, posted when a thread takes it. */
+  const run = (to: Uint8Array, from?: Uint8Array, ims?: readonly Im[]): Promise<Reply> => pool.run<Reply>(() => ({ message: { to, from, ims } }));
 
   const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
-    const from = base?.identity.body ?? (await deps.bytes.get(name, baseSha));
+    const from = base ? shared(base) : await deps.bytes.get(name, baseSha);
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
-    const reply = await run(version.identity.body, from, ims);
+    // An older base (read from the store, rarely asked) is copied for its build.
+    const reply = await run(shared(version), base ? from : toShared(from), ims);
     digests.set(version, reply.digest);
     const patches: Record<string, Encoded> = {};
     for (const [im, enc] of Object.entries(reply.patches)) {
@@ -120,7 +135,7 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
       if (known !== undefined) return Promise.resolve(known);
       let p = digesting.get(version);
       if (p === undefined) {
-        p = run(version.identity.body).then((r) => {
+        p = run(shared(version)).then((r) => {
           digests.set(version, r.digest);
           return r.digest;
         });
