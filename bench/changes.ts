@@ -53,6 +53,10 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   sample: { type: 'number', default: 10, quick: 5, description: 'every N-th fan-out stream times its events' },
   'fan-rate': { type: 'number', default: 10, description: 'changes per second in the fan-out part' },
   'fan-seconds': { type: 'number', default: 20, quick: 3, description: 'seconds of changes measured in the fan-out part' },
+  floors: {
+    type: 'strings',
+    description: 'more references after the bare node:http one: net (a node:net server, no HTTP objects), joined (node:http, 10 events per write); repeatable',
+  },
   'fan-conflate': { type: 'number', default: 1000, description: 'then the same streams with ?conflate=MS, for the reader CPU against unconflated (0: skip)' },
   'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
   'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
@@ -335,6 +339,8 @@ async function measureFanOut(bench: Bench) {
   const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes);
   await Promise.all(bench.children.map((c) => c.closeAll()));
   bare.stop();
+  const floors: { name: string; cpuMs: number; writes: number; rssStart: number; rssOpen: number; n: number }[] = [];
+  for (const name of args.floors ?? []) floors.push({ name, ...(await measureFloor(bench, name)) });
   const r = {
     without,
     withStreams,
@@ -348,10 +354,24 @@ async function measureFanOut(bench: Bench) {
     fanRef,
     cpuFan,
     conflated,
+    floors,
     bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
   };
   log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
   return r;
+}
+
+/** Another reference, the same clients and rate: `net` a node:net server, `joined` node:http with 10 events per write. */
+async function measureFloor(bench: Bench, name: string) {
+  const ref = await BareFanout.start({ ...envOf(args.env), ...(name === 'net' ? { BARE_MODE: 'net' } : {}) });
+  const rssStart = (await ref.idle()).rss;
+  const n = await bench.openStreams(args.streams, 'bare', 0, ref.url);
+  await quiesce([...bench.pids(), ref.pid], { maxMs: 10_000 });
+  const rssOpen = (await ref.idle()).rss;
+  const r = await ref.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes, name === 'joined' ? 10 : 1);
+  await Promise.all(bench.children.map((c) => c.closeAll()));
+  ref.stop();
+  return { cpuMs: r.cpuMs, writes: r.writes, rssStart, rssOpen, n };
 }
 
 /** The same streams asking for `?conflate=`: the reader's CPU for the same seconds of changes. */
@@ -429,6 +449,12 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
       '≤ 0.70×',
       verdict(cpuRatio <= 0.7),
     ]);
+    for (const f of fo.floors) {
+      const what = f.name === 'net' ? 'node:net server, one event per write' : 'bare node:http, 10 events per write';
+      const perEvent = (f.cpuMs * 1000) / Math.max(1, f.writes);
+      const rss = (f.rssOpen - f.rssStart) / Math.max(1, f.n) / 1024;
+      rows.push([`  for comparison: ${what}`, `${fmtMs(perEvent)} µs per event, ${fmtMs(rss)} KB per stream`, '', '']);
+    }
     const perStream = (fo.rssOpen - fo.rss0) / Math.max(1, fo.n);
     const barePerStream = (b.rssOpen - b.rssStart) / Math.max(1, b.n);
     rows.push([
