@@ -53,6 +53,11 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   sample: { type: 'number', default: 10, quick: 5, description: 'every N-th fan-out stream times its events' },
   'fan-rate': { type: 'number', default: 10, description: 'changes per second in the fan-out part' },
   'fan-seconds': { type: 'number', default: 20, quick: 3, description: 'seconds of changes measured in the fan-out part' },
+  floors: {
+    type: 'strings',
+    description: 'more references after the bare node:http one: net (a node:net server, no HTTP objects), joined (node:http, 10 events per write); repeatable',
+  },
+  'fan-conflate': { type: 'number', default: 1000, description: 'then the same streams with ?conflate=MS, for the reader CPU against unconflated (0: skip)' },
   'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
   'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
   part: { type: 'strings', description: 'run only this part: latency, long-poll or fan-out (repeatable; default all three)' },
@@ -324,6 +329,7 @@ async function measureFanOut(bench: Bench) {
   const withStreams = await loadData(bench);
   clearInterval(rssTimer);
   await Promise.all(bench.children.map((c) => c.closeAll()));
+  const conflated = args['fan-conflate'] > 0 ? await measureConflated(bench) : undefined;
   // The floor: a bare node:http server of events, the same clients, the same rate and frame size.
   const bare = await BareFanout.start(envOf(args.env));
   const bareStart = (await bare.idle()).rss;
@@ -333,6 +339,8 @@ async function measureFanOut(bench: Bench) {
   const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes);
   await Promise.all(bench.children.map((c) => c.closeAll()));
   bare.stop();
+  const floors: { name: string; cpuMs: number; writes: number; rssStart: number; rssOpen: number; n: number }[] = [];
+  for (const name of args.floors ?? []) floors.push({ name, ...(await measureFloor(bench, name)) });
   const r = {
     without,
     withStreams,
@@ -345,10 +353,40 @@ async function measureFanOut(bench: Bench) {
     skipped,
     fanRef,
     cpuFan,
+    conflated,
+    floors,
     bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
   };
   log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
   return r;
+}
+
+/** Another reference, the same clients and rate: `net` a node:net server, `joined` node:http with 10 events per write. */
+async function measureFloor(bench: Bench, name: string) {
+  const ref = await BareFanout.start({ ...envOf(args.env), ...(name === 'net' ? { BARE_MODE: 'net' } : {}) });
+  const rssStart = (await ref.idle()).rss;
+  const n = await bench.openStreams(args.streams, 'bare', 0, ref.url);
+  await quiesce([...bench.pids(), ref.pid], { maxMs: 10_000 });
+  const rssOpen = (await ref.idle()).rss;
+  const r = await ref.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes, name === 'joined' ? 10 : 1);
+  await Promise.all(bench.children.map((c) => c.closeAll()));
+  ref.stop();
+  return { cpuMs: r.cpuMs, writes: r.writes, rssStart, rssOpen, n };
+}
+
+/** The same streams asking for `?conflate=`: the reader's CPU for the same seconds of changes. */
+async function measureConflated(bench: Bench) {
+  const n = await bench.openStreams(args.streams, bench.sys.key, 0, `${bench.base}?conflate=${args['fan-conflate']}`);
+  await quiesce(bench.pids(), { maxMs: 10_000 });
+  const cpu0 = cpuMs(bench.readerPid);
+  const stop = dropLoop(bench, args['fan-rate']);
+  await sleep(args['fan-seconds'] * 1000);
+  const { t0 } = await stop();
+  await sleep(2000);
+  const cpu = cpuMs(bench.readerPid) - cpu0;
+  await Promise.all(bench.children.map((c) => c.closeAll()));
+  log(`fan-out conflated: ${n} streams, reader CPU ${cpu} ms for ${t0.length} changes`);
+  return { n, cpu, changes: t0.length };
 }
 
 /** The report: every part run, against its target. */
@@ -404,13 +442,36 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
     ]);
     rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
     const b = fo.bare;
+    const cpuRatio = (fo.cpuFan / Math.max(1, writes)) * (b.writes / Math.max(1, b.cpuMs));
     rows.push([
-      `  reader CPU per event written / bare node:http's`,
-      `${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} / ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs`,
-      '',
-      '',
+      `fan-out: reader CPU per event written / bare node:http's (one event per write)`,
+      `${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} / ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs: ${fmtX(cpuRatio)}`,
+      '≤ 0.70×',
+      verdict(cpuRatio <= 0.7),
     ]);
-    rows.push([`  RSS with the streams open, idle: reader / bare node:http`, `${(fo.rssOpen / MB).toFixed(0)} / ${(b.rssOpen / MB).toFixed(0)} MB`, '', '']);
+    for (const f of fo.floors) {
+      const what = f.name === 'net' ? 'node:net server, one event per write' : 'bare node:http, 10 events per write';
+      const perEvent = (f.cpuMs * 1000) / Math.max(1, f.writes);
+      const rss = (f.rssOpen - f.rssStart) / Math.max(1, f.n) / 1024;
+      rows.push([`  for comparison: ${what}`, `${fmtMs(perEvent)} µs per event, ${fmtMs(rss)} KB per stream`, '', '']);
+    }
+    const perStream = (fo.rssOpen - fo.rss0) / Math.max(1, fo.n);
+    const barePerStream = (b.rssOpen - b.rssStart) / Math.max(1, b.n);
+    rows.push([
+      `fan-out: RSS per open stream, idle: reader / bare node:http`,
+      `${fmtMs(perStream / 1024)} / ${fmtMs(barePerStream / 1024)} KB: ${fmtX(perStream / barePerStream)}`,
+      '≤ 0.50×',
+      verdict(perStream <= 0.5 * barePerStream),
+    ]);
+    if (fo.conflated) {
+      const c = fo.conflated.cpu / Math.max(1, fo.cpuFan);
+      rows.push([
+        `fan-out: reader CPU with ?conflate=${args['fan-conflate']} / without (${fo.conflated.n} streams, same seconds)`,
+        `${fo.conflated.cpu} / ${fo.cpuFan} ms: ${fmtX(c)}`,
+        '≤ 0.20×',
+        verdict(c <= 0.2),
+      ]);
+    }
     notes.push(
       `Fan-out: ${fo.n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (args['fan-seconds'] + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(bench.rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${runs('latency') || runs('long-poll') ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${args['fan-rate']} frames/s of ${bench.frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
     );

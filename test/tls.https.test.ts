@@ -163,6 +163,30 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
     }
   });
 
+  it('pushes changes over HTTP/1.1 on TLS, from the socket the stream took', async () => {
+    let text = '';
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () =>
+      socket.write(`GET /v1/stream HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${key}\r\n\r\n`),
+    );
+    socket.setEncoding('utf8').on('data', (c: string) => (text += c));
+    try {
+      await waitFor(async () => /^HTTP\/1\.1 200[^]*\r\n\r\nretry: \d+\n\n/.test(text), 5000, 'the stream head');
+      expect(text).toMatch(/content-type: text\/event-stream/i);
+      expect(text).not.toMatch(/transfer-encoding/i);
+      // Bytes after the request are dropped, not answered.
+      socket.write('GET /v1/files HTTP/1.1\r\nHost: localhost\r\n\r\n');
+      await drop(inbox, 'site_live_northwind_soccer.json', tinyDoc('northwind', 'soccer', new Date().toISOString()));
+      await waitFor(
+        async () => /event: change\ndata: \{"position":\d+,"filename":"site_live_northwind_soccer.json"/.test(text),
+        10_000,
+        'a change event over HTTP/1.1 on TLS',
+      );
+      expect(text.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('answers plain HTTP on the TLS port with nothing HTTP', async () => {
     const out = await new Promise<string>((resolve) => {
       const socket = netConnect(port, '127.0.0.1', () => socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n'));

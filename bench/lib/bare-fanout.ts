@@ -46,9 +46,9 @@ export class BareFanout {
     return this.call({ cmd: 'idle' });
   }
 
-  /** Write a `frameBytes` frame to every stream `rate` times a second for `seconds`. */
-  run(rate: number, seconds: number, frameBytes: number): Promise<{ writes: number; cpuMs: number; rssMax: number; streams: number }> {
-    return this.call({ cmd: 'run', rate, seconds, frameBytes });
+  /** Write a `frameBytes` frame to every stream `rate` times a second for `seconds`, `perWrite` frames joined per write; `writes` counts events. */
+  run(rate: number, seconds: number, frameBytes: number, perWrite = 1): Promise<{ writes: number; cpuMs: number; rssMax: number; streams: number }> {
+    return this.call({ cmd: 'run', rate, seconds, frameBytes, perWrite });
   }
 
   stop(): void {

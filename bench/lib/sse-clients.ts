@@ -46,7 +46,10 @@ export class SseSocket {
   constructor(base: string, key: string, since: number | undefined, onEvent?: (e: SseEvent) => void) {
     const url = new URL(base);
     this.socket = connect({ host: url.hostname, port: Number(url.port), noDelay: true });
-    const path = `/v1/stream${since === undefined ? '' : `?since=${since}`}`;
+    // The base's query (e.g. `?conflate=1000`) is the stream's, with `since` added.
+    const query = new URLSearchParams(url.search);
+    if (since !== undefined) query.set('since', String(since));
+    const path = `/v1/stream${query.size > 0 ? `?${query}` : ''}`;
     this.socket.write(`GET ${path} HTTP/1.1\r\nhost: ${url.host}\r\nx-api-key: ${key}\r\naccept: text/event-stream\r\n\r\n`);
     this.opened = new Promise((resolve, reject) => {
       this.socket.once('error', reject);

@@ -60,12 +60,19 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): (e:
   let batch: FeedEvent[] = [];
   let list: R[] = [];
   let shared = new Map<readonly string[], Frames | undefined>();
+  let sharedHeld = new Map<readonly string[], FeedEvent[]>();
   let next = 0;
   let scheduled = false;
 
   const deliver = (s: R, first: number): number => {
     if (s.conflation) {
-      const mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
+      // Level streams share what their allow-list lets through.
+      let mine: readonly FeedEvent[];
+      if (s.cursor === first - 1) {
+        const key = s.principal.patterns;
+        mine = sharedHeld.get(key) ?? [];
+        if (!sharedHeld.has(key)) sharedHeld.set(key, (mine = batch.filter((e) => s.principal.allows(e.filename))));
+      } else mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
       if (batch.at(-1)!.seq > s.cursor) s.cursor = batch.at(-1)!.seq;
       s.conflation.hold(mine);
       return 0;
@@ -92,6 +99,7 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): (e:
         queue = [];
         list = [...deps.receivers()];
         shared = new Map();
+        sharedHeld = new Map();
       }
       const first = batch[0]!.seq;
       const stop = Math.min(next + SLICE, list.length);

@@ -66,7 +66,7 @@ export function openStreamSink(res: ServerResponse): StreamSink {
   if (http1) res.useChunkedEncodingByDefault = false;
   res.writeHead(200, HEAD);
   res.flushHeaders();
-  if (http1 && takeSocket(res, socket)) return socketSink(socket);
+  if (http1 && takeSocket(res, socket)) return new SocketSink(socket);
   return responseSink(res);
 }
 
@@ -83,45 +83,71 @@ function takeSocket(res: ServerResponse, socket: Socket): boolean {
   return true;
 }
 
-function socketSink(socket: Socket): StreamSink {
-  const onClose = closeListeners();
-  let ended = false;
-  let byClient = false;
-  const closed = () => onClose.fire(ended && !byClient);
-  // An error is followed by 'close'; nothing to add.
-  socket.on('error', () => undefined);
-  socket.once('close', closed);
-  if (socket.closed) closed();
+const SINK = Symbol('stream sink');
+type SinkSocket = Socket & { [SINK]?: SocketSink };
+
+// The socket's listeners, shared by every stream: a stream holds no closures of its own.
+function onSocketClose(this: SinkSocket): void {
+  this[SINK]?.gone();
+}
+function onSocketEnd(this: SinkSocket): void {
   // The client half-closed: it asks for nothing more, so the stream ends.
-  socket.once('end', () => {
-    byClient = !ended;
-    sink.end();
-  });
-  // Bytes after the request are read and dropped (flowing, with no data listener).
-  socket.resume();
-  const sink: StreamSink = {
-    write: (chunk) => void socket.write(chunk),
-    get writableLength() {
-      return socket.writableLength;
-    },
-    onceDrain: (fn) => void socket.once('drain', fn),
-    onClose: onClose.add,
-    get closed() {
-      return ended || onClose.fired;
-    },
-    end(last) {
-      if (ended || onClose.fired) return;
-      ended = true;
-      if (last !== undefined) socket.end(last);
-      else socket.end();
-      cutLater(socket);
-    },
-  };
-  return sink;
+  this[SINK]?.endedByClient();
+}
+function onSocketError(): void {
+  // Followed by 'close'.
+}
+
+/** The sink of a socket taken from the HTTP server. */
+class SocketSink implements StreamSink {
+  private ended = false;
+  private byClient = false;
+  private readonly onClosed = new CloseListeners();
+
+  constructor(private readonly socket: SinkSocket) {
+    socket[SINK] = this;
+    socket.on('error', onSocketError);
+    socket.once('close', onSocketClose);
+    socket.once('end', onSocketEnd);
+    // Bytes after the request are read and dropped (flowing, with no data listener).
+    socket.resume();
+    if (socket.closed) this.gone();
+  }
+
+  write(chunk: Buffer | string): void {
+    this.socket.write(chunk);
+  }
+  get writableLength(): number {
+    return this.socket.writableLength;
+  }
+  onceDrain(fn: () => void): void {
+    this.socket.once('drain', fn);
+  }
+  onClose(fn: (byServer: boolean) => void): void {
+    this.onClosed.add(fn);
+  }
+  get closed(): boolean {
+    return this.ended || this.onClosed.fired;
+  }
+  end(last?: string): void {
+    if (this.ended || this.onClosed.fired) return;
+    this.ended = true;
+    if (last !== undefined) this.socket.end(last);
+    else this.socket.end();
+    cutLater(this.socket);
+  }
+  endedByClient(): void {
+    this.byClient = !this.ended;
+    this.end();
+  }
+  gone(): void {
+    this.socket[SINK] = undefined;
+    this.onClosed.fire(this.ended && !this.byClient);
+  }
 }
 
 function responseSink(res: ServerResponse): StreamSink {
-  const onClose = closeListeners();
+  const onClose = new CloseListeners();
   let ended = false;
   res.once('close', () => onClose.fire(ended));
   if (res.closed) onClose.fire(false);
@@ -131,7 +157,7 @@ function responseSink(res: ServerResponse): StreamSink {
       return res.writableLength;
     },
     onceDrain: (fn) => void res.once('drain', fn),
-    onClose: onClose.add,
+    onClose: (fn) => onClose.add(fn),
     get closed() {
       return ended || res.destroyed;
     },
@@ -146,23 +172,22 @@ function responseSink(res: ServerResponse): StreamSink {
 }
 
 /** Who is told of the close: once each, also when added after it. */
-function closeListeners() {
-  const fns: ((byServer: boolean) => void)[] = [];
-  let result: boolean | undefined;
-  return {
-    add(fn: (byServer: boolean) => void) {
-      if (result === undefined) fns.push(fn);
-      else fn(result);
-    },
-    fire(byServer: boolean) {
-      if (result !== undefined) return;
-      result = byServer;
-      for (const fn of fns.splice(0)) fn(byServer);
-    },
-    get fired() {
-      return result !== undefined;
-    },
-  };
+class CloseListeners {
+  private fns: ((byServer: boolean) => void)[] = [];
+  private result: boolean | undefined;
+
+  add(fn: (byServer: boolean) => void): void {
+    if (this.result === undefined) this.fns.push(fn);
+    else fn(this.result);
+  }
+  fire(byServer: boolean): void {
+    if (this.result !== undefined) return;
+    this.result = byServer;
+    for (const fn of this.fns.splice(0)) fn(byServer);
+  }
+  get fired(): boolean {
+    return this.result !== undefined;
+  }
 }
 
 /** A client that reads nothing never lets the end through: it has a few seconds, no more. */

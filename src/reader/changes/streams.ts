@@ -18,6 +18,7 @@
 import type { Principal } from '../../keys/ring.js';
 import { createBroadcast } from './broadcast.js';
 import { createConflation, type Conflation } from './conflate.js';
+import { createWindowTimers } from './window-timers.js';
 import type { ChangeFeed } from './feed.js';
 import type { FeedEvent } from './event.js';
 import type { StreamSink } from './stream-sink.js';
@@ -76,6 +77,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
   const streams = new Set<OpenStream>();
   const perKey = new Map<string, number>();
   const retryFrame = Buffer.from(`retry: ${deps.retryMs ?? 2000}\n\n`);
+  const windows = createWindowTimers();
 
   const end = (s: OpenStream, event?: string, data?: unknown) => {
     if (!streams.delete(s)) return;
@@ -185,7 +187,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     async start(principal, out, after, replay, conflateMs = 0) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
       const s: OpenStream = { principal, out, replay, cursor: after, behind: true, behindSince: Date.now(), conflation: undefined };
-      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (events) => writeHeld(s, events));
+      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (events) => writeHeld(s, events), windows);
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();
@@ -199,6 +201,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
       unrevoke();
       clearInterval(heartbeat);
       for (const s of [...streams]) end(s);
+      windows.clear();
     },
   };
 }
