@@ -43,7 +43,6 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
   const clients: SseClient[] = [];
 
   afterAll(async () => {
-    if (process.env.RH_DEBUG) (await import('node:fs')).writeFileSync('/tmp/rh-sent-svc.log', svc!.logs.map((l) => JSON.stringify(l)).join('\n'));
     for (const c of clients) c.close();
     await svc?.kill();
     await group?.stop();
