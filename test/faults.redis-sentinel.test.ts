@@ -2,13 +2,16 @@
  * A Sentinel failover under load, against `oddsfiles start` on a Sentinel URL: a primary, a
  * replica and three sentinels on loopback ports, the catalog commit waiting for the replica
  * (redis.wait_replicas: 1). Under drops (~15/s in the folder and PUTs one after another), 100 open
- * streams and a steady reading client, the primary is killed with SIGKILL. Then, without
- * restarting anything: drops publish again within 15 s of the promotion; every publication
- * acknowledged (a PUT's 201) is still published (or a newer one); the reading client never gets
- * an older version of a file than it got before; every stream goes on with new changes, or is
- * told to start again (`reset`); and `status` names the new primary.
+ * streams and a steady reading client, the replica stalls for a moment (what the primary commits
+ * meanwhile reaches no replica) and the primary is then killed with SIGKILL. Without
+ * restarting any process of the service: drops publish again within 15 s of the promotion (they
+ * are served; acknowledged once a replica is back: the killed server returns as one); every
+ * publication acknowledged (a PUT's 201) is in the new primary's catalog and history; the reading
+ * client never gets an older version of a file than it got before; every stream goes on with new
+ * changes, or is told to start again (`reset`); and `status` names the new primary.
  */
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXAMPLE_FEEDS } from './fixtures/corpus.js';
 import {
@@ -40,7 +43,6 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
   const clients: SseClient[] = [];
 
   afterAll(async () => {
-    if (process.env.RH_DEBUG) (await import('node:fs')).writeFileSync('/tmp/rh-sent-svc.log', svc!.logs.map((l) => JSON.stringify(l)).join('\n'));
     for (const c of clients) c.close();
     await svc?.kill();
     await group?.stop();
@@ -111,8 +113,16 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
 
     const old = await group.primaryPort();
     const lastBefore = Math.max(...clients.flatMap((c) => c.events.filter((e) => e.event === 'change').map((e) => Number(e.id))));
+    // Commits made while the replica stalls reach only the primary, which then dies: with the
+    // wait on, none of them is acknowledged.
+    const replica = group.ports.find((p) => p !== old)!;
+    await group.stallReplica(old, replica);
+    const ackedInStall = acked.length;
+    await sleep(1500);
     group.kill(old);
     const killedAt = Date.now();
+    const stalledAcks = acked.length - ackedInStall;
+    group.resume(replica);
     const promoted = await waitFor(
       async () => {
         const p = await group!.primaryPort();
@@ -136,8 +146,10 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
       'a drop published after the promotion',
     );
     const republishMs = Date.now() - promotedAt;
+    // The killed server comes back as a replica of the new primary: publications are acknowledged again.
+    await group.restartAsReplica(old, promoted);
     const ackedAtLate = acked.length;
-    await waitFor(() => acked.length > ackedAtLate, 15_000, 'a PUT acknowledged after the promotion');
+    await waitFor(() => acked.length > ackedAtLate, 30_000, 'a PUT acknowledged once a replica is back');
 
     await sleep(2000);
     await drops.stop();
@@ -147,9 +159,19 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
     reading = false;
     await reader;
 
-    // Acknowledged means kept: the new primary's catalog holds each acknowledged version, or a newer one.
+    // Acknowledged means kept: the new primary's catalog holds each acknowledged version, or a
+    // newer one, and its history lists every acknowledged publication.
     const catalog = await readCatalogAt(`redis://127.0.0.1:${promoted}`, prefix);
     for (const a of acked) expect(catalog.get(a.filename)?.generatedAtMs ?? 0, a.filename).toBeGreaterThanOrEqual(a.generatedAtMs);
+    const kept = new Set<string>();
+    const primary = new Redis({ port: promoted, host: '127.0.0.1' });
+    try {
+      for (const f of PUT)
+        for (const m of await primary.zrange(`${prefix}:history:${f.filename}`, 0, -1)) kept.add(`${f.filename}@${m.slice(m.lastIndexOf(':') + 1)}`);
+    } finally {
+      primary.disconnect();
+    }
+    expect(acked.filter((a) => !kept.has(`${a.filename}@${a.generatedAtMs}`)).length, 'acknowledged publications lost').toBe(0);
     expect(regressions, 'versions older than one served before').toEqual([]);
     // Every stream goes on past the failover, or was told to start again.
     for (const s of clients) {
@@ -164,7 +186,7 @@ describe('fault: the Redis primary fails over (Sentinel)', () => {
     const status = await runCli(env, ['status', '--json']);
     expect(JSON.parse(status.stdout)).toMatchObject({ redis: `127.0.0.1:${promoted}` });
     console.log(
-      `failover: promoted ${promotedAt - killedAt} ms after the kill; a drop served ${republishMs} ms after the promotion; ${acked.length} PUTs acknowledged; ${reads} reads; ${clients.filter((c) => c.events.some((e) => e.event === 'reset')).length} of ${STREAMS} streams reset`,
+      `failover: ${stalledAcks} PUTs acknowledged while the replica stalled; promoted ${promotedAt - killedAt} ms after the kill; a drop served ${republishMs} ms after the promotion; ${acked.length} PUTs acknowledged; ${reads} reads; ${clients.filter((c) => c.events.some((e) => e.event === 'reset')).length} of ${STREAMS} streams reset`,
     );
   }, 180_000);
 });

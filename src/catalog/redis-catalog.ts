@@ -170,37 +170,34 @@ export interface CommitOptions {
 
 export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeLogLimits, history?: HistoryLimits, options: CommitOptions = {}): Catalog {
   const historyMax = history?.maxVersions ?? 20_000;
+  const historyRetentionMs = history?.retentionMs ?? 7 * 86_400_000;
   const waitReplicas = options.waitReplicas ?? 0;
   const waitTimeoutMs = options.waitTimeoutMs ?? 2000;
-  /** Fewer replicas than wait_replicas were connected at `at` (INFO replication); looked at again each second. */
-  let connected: { n: number; at: number } | undefined;
-  const lookAgain = async () => {
-    const n = await connectedReplicas(redis);
-    connected = n >= waitReplicas ? undefined : { n, at: Date.now() };
-    return n;
-  };
+  /** When the last wait fell short, and how many replicas confirmed then. */
+  let short: { n: number; at: number } | undefined;
+  const notReplicated = (n: number) =>
+    new OddsfilesError(
+      'redis.not_replicated',
+      `the commit reached ${n} of ${waitReplicas} replicas within ${waitTimeoutMs} ms (redis.wait_replicas); published but not acknowledged, will retry`,
+    );
   /**
-   * Acknowledged means kept: the commit must be on the replicas a failover may promote. While
-   * fewer replicas than wait_replicas are connected (one is down, or after a failover that left
-   * none), it waits for those there are: no failover can promote a replica that is not connected,
-   * and one that connects later copies the whole primary first. A replica that is connected but
-   * does not confirm in time: not acknowledged (the drop is retried). An `unchanged` answer may be
-   * the retry of such a commit: it waits too.
+   * Acknowledged means kept: a publication is acknowledged only once the replicas a failover may
+   * promote have its commit (WAIT). Short of that, it is published (readers have it) but not
+   * acknowledged: the drop is retried, and acknowledged once the replicas confirm. Within a second
+   * of a wait that fell short, commits fail at once instead of each waiting out the timeout (the
+   * connection would queue every commit behind it). An `unchanged` answer may be the retry of such
+   * a commit: it waits too.
    */
   const replicated = async () => {
-    if (connected && Date.now() - connected.at > 1000) await lookAgain();
-    const want = Math.min(waitReplicas, connected?.n ?? waitReplicas);
-    if (want === 0) return;
-    const acked = await redis.wait(want, waitTimeoutMs);
-    if (acked >= want) return;
-    if (acked < Math.min(waitReplicas, await lookAgain())) {
-      throw new OddsfilesError(
-        'redis.not_replicated',
-        `the commit reached ${acked} of ${want} replicas within ${waitTimeoutMs} ms (redis.wait_replicas); not acknowledged, will retry`,
-      );
+    if (short && Date.now() - short.at < 1000) throw notReplicated(short.n);
+    const acked = await redis.wait(waitReplicas, waitTimeoutMs);
+    if (acked >= waitReplicas) {
+      short = undefined;
+      return;
     }
+    short = { n: acked, at: Date.now() };
+    throw notReplicated(acked);
   };
-  const historyRetentionMs = history?.retentionMs ?? 7 * 86_400_000;
   return {
     history: createHistoryIndex(redis, keys),
     async commit(entry, keepVersions) {
@@ -279,12 +276,6 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
       return Number((await redis.get(keys.catalogSeq)) ?? 0);
     },
   };
-}
-
-/** How many replicas are connected to the server `redis` talks to. */
-async function connectedReplicas(redis: Redis): Promise<number> {
-  const m = /^connected_slaves:(\d+)/m.exec(await redis.info('replication'));
-  return m ? Number(m[1]) : 0;
 }
 
 /** Parse one announcement from the catalog channel; undefined for anything malformed. */

@@ -73,7 +73,9 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
   let limitsRedis: Redis | undefined;
   let slots: StreamSlots | undefined;
   // The change log is read with XREAD BLOCK: a connection of its own that nothing else waits on.
-  const tailRedis = deps.redis.duplicate({ connectionName: `${deps.config.redis.prefix}:reader-changes` });
+  // A read cut by a lost connection fails instead of being sent again to whatever server answers
+  // next (a promoted replica may lack the last positions: the tail checks first).
+  const tailRedis = deps.redis.duplicate({ connectionName: `${deps.config.redis.prefix}:reader-changes`, autoResendUnfulfilledCommands: false });
   tailRedis.on('error', (err) => deps.log.debug({ err: { message: err.message } }, 'redis change log connection error'));
   const feed = await createChangeFeed({
     tail: createChangeLog(tailRedis, redisKeys(deps.config.redis.prefix)),

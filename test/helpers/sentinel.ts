@@ -21,6 +21,15 @@ export interface SentinelGroup {
   primaryPort(): Promise<number>;
   /** SIGKILL the data server on `port`. */
   kill(port: number): void;
+  /**
+   * Stall the replica on `replicaPort`: stopped (SIGSTOP), with 64 MB written to the primary first so
+   * that the sockets between them are full and what the primary commits next stays in its own
+   * memory (lost if it dies). `resume` lets it go on.
+   */
+  stallReplica(primaryPort: number, replicaPort: number): Promise<void>;
+  resume(port: number): void;
+  /** Start the data server on `port` again, as a replica of the one on `primaryPort`. */
+  restartAsReplica(port: number, primaryPort: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -107,11 +116,28 @@ export async function startSentinelGroup(dir: string): Promise<SentinelGroup> {
     kill(port) {
       byPort.get(port)?.kill('SIGKILL');
     },
+    async stallReplica(primaryPort, replicaPort) {
+      byPort.get(replicaPort)?.kill('SIGSTOP');
+      const r = new Redis({ port: primaryPort, host: '127.0.0.1' });
+      r.on('error', () => undefined);
+      try {
+        await r.set('sentinel-test:ballast', Buffer.alloc(64 * 1024 * 1024, 1));
+      } finally {
+        r.disconnect();
+      }
+    },
+    resume(port) {
+      byPort.get(port)?.kill('SIGCONT');
+    },
+    async restartAsReplica(port, primaryPort) {
+      await server(port, ['--replicaof', '127.0.0.1', String(primaryPort)]);
+    },
     async stop() {
       await Promise.all(
         children.map(async (c) => {
           if (c.exitCode !== null || c.signalCode !== null) return;
           const exited = new Promise<void>((r) => c.once('exit', () => r()));
+          c.kill('SIGCONT');
           c.kill('SIGKILL');
           await exited;
         }),

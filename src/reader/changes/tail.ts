@@ -45,6 +45,8 @@ export function startTail(deps: TailDeps): Tail {
   const ready = new Promise<void>((r) => (resolveReady = r));
   /** Ends the wait between two attempts (close). */
   let wake: (() => void) | undefined;
+  /** A read failed: before the next, check the log still reaches our position (a failover may have lost its end). */
+  let verify = false;
 
   const reset = (to: number) => {
     logger.warn({ from: readPosition, to }, 'the change log moved out of reach; streams start again');
@@ -71,6 +73,11 @@ export function startTail(deps: TailDeps): Tail {
       started = true;
       resolveReady();
     }
+    if (verify) {
+      const b = await log.bounds();
+      if (b.last < readPosition) reset(b.last);
+      verify = false;
+    }
     const changes = await tail.read(readPosition, READ_COUNT, blockMs);
     if (closed) return;
     if (changes.length === 0) {
@@ -90,6 +97,7 @@ export function startTail(deps: TailDeps): Tail {
         delay = FIRST_RETRY_MS;
       } catch (err) {
         if (closed) break;
+        verify = true;
         logger.debug({ err: { message: (err as Error).message } }, 'reading the change log failed; retrying');
         await new Promise<void>((r) => {
           wake = r;
