@@ -31,8 +31,9 @@ import { publishReport, table } from './lib/report.js';
 import { dropAndPoll, waitDrained } from './lib/rounds.js';
 import { log, runMain } from './lib/run.js';
 import { BareFanout } from './lib/bare-fanout.js';
+import { fanOutReport, type FanOutResult } from './lib/fanout-report.js';
 import { ClientsChild, SseSocket } from './lib/sse-clients.js';
-import { fmtMs, fmtX, median, nowMs, quantile } from './lib/stats.js';
+import { fmtMs, median, nowMs, quantile } from './lib/stats.js';
 
 const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
   drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },
@@ -111,7 +112,6 @@ interface LongPolls {
   readonly lpAnswered: number;
   readonly lpCpuMs: number;
 }
-type FanOut = Awaited<ReturnType<typeof measureFanOut>>;
 
 /** One deployment with a process per role, a key, the reference stream client, the poller and the client processes. */
 async function setUp(): Promise<Bench> {
@@ -307,7 +307,7 @@ async function loadData(bench: Bench) {
 }
 
 /** Part 3: many streams on the one reader, then the same on a bare node:http server of events. */
-async function measureFanOut(bench: Bench) {
+async function measureFanOut(bench: Bench): Promise<FanOutResult> {
   const without = await loadData(bench);
   await quiesce(bench.pids());
   const rss0 = memOf(bench.readerPid).rss;
@@ -390,8 +390,7 @@ async function measureConflated(bench: Bench) {
 }
 
 /** The report: every part run, against its target. */
-function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: FanOut | undefined): string {
-  const MB = 2 ** 20;
+function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: FanOutResult | undefined): string {
   const rows: string[][] = [];
   const notes: string[] = [];
   for (const c of Object.keys(lat) as ('alone' | 'loaded')[]) {
@@ -424,57 +423,20 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
     );
   }
   if (fo) {
-    const rssLimit = 100 * MB + fo.n * 10 * 1024;
-    const ratio = fo.withStreams.rps / fo.without.rps;
-    const writes = fo.n * fo.fanT0.length;
-    rows.push([
-      `fan-out: ${fo.n} streams, ${args['fan-rate']} changes/s, rename → event at ${fo.fan.ms.length / Math.max(1, fo.fanT0.length)} sampled streams`,
-      `${pct(fo.fan.ms)} ms`,
-      'p99 ≤ 100 ms',
-      verdict(quantile(fo.fan.ms, 0.99) <= 100 && fo.n >= args.streams),
-    ]);
-    rows.push(['  the same at the reference client', `${pct(fo.fanRef)} ms`, '', '']);
-    rows.push([
-      `fan-out: reader RSS, peak with the streams open`,
-      `${(fo.rssMax / MB).toFixed(0)} MB`,
-      `≤ ${(rssLimit / MB).toFixed(0)} MB`,
-      verdict(fo.rssMax <= rssLimit),
-    ]);
-    rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
-    const b = fo.bare;
-    const cpuRatio = (fo.cpuFan / Math.max(1, writes)) * (b.writes / Math.max(1, b.cpuMs));
-    rows.push([
-      `fan-out: reader CPU per event written / bare node:http's (one event per write)`,
-      `${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} / ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs: ${fmtX(cpuRatio)}`,
-      '≤ 0.70×',
-      verdict(cpuRatio <= 0.7),
-    ]);
-    for (const f of fo.floors) {
-      const what = f.name === 'net' ? 'node:net server, one event per write' : 'bare node:http, 10 events per write';
-      const perEvent = (f.cpuMs * 1000) / Math.max(1, f.writes);
-      const rss = (f.rssOpen - f.rssStart) / Math.max(1, f.n) / 1024;
-      rows.push([`  for comparison: ${what}`, `${fmtMs(perEvent)} µs per event, ${fmtMs(rss)} KB per stream`, '', '']);
-    }
-    const perStream = (fo.rssOpen - fo.rss0) / Math.max(1, fo.n);
-    const barePerStream = (b.rssOpen - b.rssStart) / Math.max(1, b.n);
-    rows.push([
-      `fan-out: RSS per open stream, idle: reader / bare node:http`,
-      `${fmtMs(perStream / 1024)} / ${fmtMs(barePerStream / 1024)} KB: ${fmtX(perStream / barePerStream)}`,
-      '≤ 0.50×',
-      verdict(perStream <= 0.5 * barePerStream),
-    ]);
-    if (fo.conflated) {
-      const c = fo.conflated.cpu / Math.max(1, fo.cpuFan);
-      rows.push([
-        `fan-out: reader CPU with ?conflate=${args['fan-conflate']} / without (${fo.conflated.n} streams, same seconds)`,
-        `${fo.conflated.cpu} / ${fo.cpuFan} ms: ${fmtX(c)}`,
-        '≤ 0.20×',
-        verdict(c <= 0.2),
-      ]);
-    }
-    notes.push(
-      `Fan-out: ${fo.n} of ${args.streams} streams opened on the one reader; every ${args.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (args['fan-seconds'] + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(bench.rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${runs('latency') || runs('long-poll') ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${args['fan-rate']} frames/s of ${bench.frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${args.kb} KB file (${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s, while changes flow at ${args['fan-rate']}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
-    );
+    const r = fanOutReport(fo, {
+      streams: args.streams,
+      sample: args.sample,
+      fanRate: args['fan-rate'],
+      fanSeconds: args['fan-seconds'],
+      fanConflate: args['fan-conflate'],
+      frameBytes: bench.frameBytes,
+      rssStart: bench.rssStart,
+      afterOtherParts: runs('latency') || runs('long-poll'),
+      load: `${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s`,
+      kb: args.kb,
+    });
+    rows.push(...r.rows);
+    notes.push(...r.notes);
   }
   const out = [
     machineLine(bench.machine),
