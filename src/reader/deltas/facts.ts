@@ -1,9 +1,9 @@
 /**
  * The delta facts of held versions, built in the worker pool (pool.ts, build-worker.ts) and kept:
  * each version's canonical digest (with the version, for its life), and the patches of each
- * (base, version) pair asked for, of each IM asked for, in a cache bounded in bytes. Every outcome is kept, "no patch"
- * included (the base is gone, too big, the build failed or timed out), so a pair is built at most
- * once while it is cached. Builds are deduplicated, at most `perFile` at once per filename, and
+ * (base, version) pair and IM asked for, in a cache bounded in bytes. Every outcome is kept, "no
+ * patch" included (the base is gone, too big, the build failed or timed out), so a patch is built
+ * at most once while it is cached. Builds are deduplicated, at most `perFile` at once per filename, and
  * the pool bounds them per reader: past either bound a pair is refused (`undefined`) and the
  * request is answered with the whole file, nothing kept.
  */
