@@ -15,7 +15,8 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drop, rejectionRecords, tinyDoc } from './helpers/drops.js';
 import { catalogSeq, readCatalog, sha256 } from './helpers/published.js';
-import { dropPrefix, uniquePrefix } from './helpers/redis.js';
+import { Redis } from 'ioredis';
+import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
 
 const MAX = 64 * 1024;
@@ -74,6 +75,26 @@ describe('PUT /v1/data/{filename} end to end', () => {
   afterAll(async () => {
     await svc?.stop();
     await dropPrefix(prefix);
+  });
+
+  it("reads the queue's events only while an upload waits for its outcome, not for every drop", async () => {
+    // BullMQ's QueueEvents connections (named <prefix>:<queue>:qe), blocked reading the queue's events.
+    const readingEvents = async () => {
+      const redis = new Redis(TEST_REDIS_URL);
+      try {
+        const list = (await redis.client('LIST')) as string;
+        return list.split('\n').filter((l) => new RegExp(` name=${prefix}:[^ ]*:qe .* cmd=xread `).test(l)).length;
+      } finally {
+        redis.disconnect();
+      }
+    };
+    const dropped = 'site_pregame_bluewater_tennis.json';
+    await drop(join(dataDir, 'inbox'), dropped, tinyDoc('bluewater', 'tennis', new Date(Date.now() - 120_000).toISOString()));
+    await waitFor(async () => (await get(dropped, keys.consumer)).status === 200, 15_000, 'the dropped file served');
+    expect(await readingEvents()).toBe(0);
+    const r = await put('site_pregame_bluewater_basketball.json', tinyDoc('bluewater', 'basketball', new Date(Date.now() - 60_000).toISOString()), keys.both);
+    expect(r.status).toBe(201);
+    await waitFor(async () => (await readingEvents()) === 0, 30_000, 'the events reading closed once no upload waits');
   });
 
   it('keys list shows the publish patterns (and --json their rate)', async () => {

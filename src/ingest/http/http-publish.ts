@@ -4,13 +4,15 @@
  * (staged.ts: readers mount no inbox), a claim job marked `staged` is queued, and the outcome is
  * awaited with one QueueEvents per process: a worker settles it with the same publish step as a
  * folder drop (validation, generated_at stamping, newest wins, REJECTED_DIR), so ordering and
- * crash safety are the queue's. A dry run validates here, with the same validator and the same
+ * crash safety are the queue's. The QueueEvents reads every event of the queue, drops' included,
+ * so it runs only while uploads wait for outcomes (and a while after), reading on from the
+ * stream's last entry when it opens, so no outcome between opening and listening is missed. A dry run validates here, with the same validator and the same
  * rule against the published version (decide.ts), and writes nothing.
  *
  * Loaded by service.ts with import() only where the reader takes PUTs (publish.http): it loads
  * BullMQ and the document validator.
  */
-import { QueueEvents } from 'bullmq';
+import type { QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Catalog } from '../../catalog/redis-catalog.js';
 import type { Config } from '../../config.js';
@@ -19,18 +21,18 @@ import { parseFilename, type FeedRegistry } from '../../feeds/registry.js';
 import { createDocumentValidator, loadDocumentSchema, type DocumentValidator } from '../../feeds/validate.js';
 import type { Logger } from '../../log.js';
 import type { DryRunOutcome, PublishOutcome, PublishPort } from '../../ports/publish.js';
-import { INGEST_QUEUE } from '../../redis/key-names.js';
 import type { Store } from '../../store/store.js';
 import { decideAgainst } from '../publish/decide.js';
 import { newClaimId } from '../drop-folder/inbox.js';
 import { enqueueClaim, type IngestQueue, type IngestResult } from '../queue.js';
+import { createOutcomeEvents } from './outcome-events.js';
 import { stagedKey } from './staged.js';
 import { sha256Hex } from '../../sha256.js';
 
 export interface HttpPublisherDeps {
   readonly config: Pick<Config, 'limits' | 'publish' | 'redis'>;
   readonly queue: IngestQueue;
-  /** A connection of its own for the QueueEvents (it blocks on Redis): closed with the publisher. */
+  /** The connection the QueueEvents copies for its blocking reads (and reads the stream's last entry with). */
   readonly eventsConnection: Redis;
   readonly store: Store;
   readonly catalog: Catalog;
@@ -44,9 +46,7 @@ export interface HttpPublisher extends PublishPort {
 
 export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpPublisher> {
   const { config, queue, store, catalog, registry, log } = deps;
-  const events = new QueueEvents(INGEST_QUEUE, { connection: deps.eventsConnection, prefix: config.redis.prefix });
-  events.on('error', (err) => log.debug({ err: { message: err.message } }, 'publish events connection error'));
-  await events.waitUntilReady();
+  const outcomes = createOutcomeEvents(deps.eventsConnection, config.redis.prefix, log);
   let validate: DocumentValidator | undefined;
 
   const submit = async (filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome> => {
@@ -58,10 +58,19 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
       await store.delete(key).catch(() => undefined); // else the sweep removes it
       return { outcome: 'withdrawn' };
     }
+    // Listening before the job is queued: its outcome cannot come before the reading starts.
+    let events: QueueEvents;
+    try {
+      events = await outcomes.acquire();
+    } catch (err) {
+      await store.delete(key).catch(() => undefined);
+      throw err;
+    }
     let job;
     try {
       job = await enqueueClaim(queue, claimId, filename, receivedAt.getTime(), true);
     } catch (err) {
+      outcomes.release();
       await store.delete(key).catch(() => undefined); // else the sweep removes it
       throw err;
     }
@@ -72,6 +81,8 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
       // Not settled in time: the job stays queued and a worker settles it.
       if (/timed out/i.test((err as Error).message)) return { outcome: 'pending' };
       throw err;
+    } finally {
+      outcomes.release();
     }
     return outcomeOf(r);
   };
@@ -104,7 +115,7 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
     submit,
     check,
     async close() {
-      await events.close();
+      await outcomes.close();
     },
   };
 }
