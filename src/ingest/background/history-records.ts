@@ -1,13 +1,13 @@
 /**
  * The store's records of every retained publication (history-log.ts), written after the commit in
- * the manifest writer's background step, never on the publish path: one log object at most
- * every `writeEveryMs` for every publication and trim since (not an object per publication), merged into one
- * object per file once the log has grown (`mergeAfter` objects), when the merged-away objects
- * and those whose every member was trimmed are deleted. A file's index is checked against the
+ * the manifest writer's background step, never on the publish path: one log object at most every
+ * `writeEveryMs` for every publication and trim since (not an object per publication), merged
+ * into one object per file once the log has grown (`mergeAfter` objects), when the merged-away
+ * objects and those whose every member was trimmed are deleted. A file's index is checked against the
  * records once (its first publication, or after Redis lost it): what it lacked is restored, and
  * only then logged (warn), naming the file and how many.
- * A crash between a commit and its flush leaves that publication out of a rebuilt index (Redis
- * still has it while it keeps its data).
+ * A crash between a commit and the next log object leaves that publication out of a rebuilt
+ * index (Redis still has it while it keeps its data); a stop writes what is pending.
  *
  * Another worker may trim a publication before this one has written it: the trim's log object
  * carries the newest member trimmed, and everything at or below it is left out of a rebuild and
