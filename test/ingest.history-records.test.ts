@@ -77,6 +77,24 @@ describe('history records', () => {
     expect(await seqs(catalog, 'b.json')).toEqual(made.reverse());
   });
 
+  it('records wait for the next log object at most writeEveryMs, and many are due at once', async () => {
+    let clock = 1_000_000;
+    const { store, catalog } = await setup(100);
+    const records = createHistoryRecords({ catalog, store, log, writeEveryMs: 1000, now: () => clock });
+    expect(records.dueInMs()).toBe(Infinity);
+    const r = await catalog.commit({ ...entry(41), filename: 'e.json', object: `objects/e.json/${sha(41)}.json` }, 1);
+    records.committed('e.json', r.history!.added, r.history!.removed);
+    expect(records.dueInMs()).toBe(1000);
+    clock += 600;
+    expect(records.dueInMs()).toBe(400);
+    clock += 400;
+    expect(records.dueInMs()).toBe(0);
+    await records.flush();
+    expect(records.dueInMs()).toBe(Infinity);
+    for (let i = 0; i < 1024; i++) records.committed('e.json', r.history!.added, []);
+    expect(records.dueInMs()).toBe(0);
+  });
+
   it('a record written after another worker trimmed its publication never comes back, and is gone once merged', async () => {
     await redis.del(keys.catalog);
     const { store, catalog } = await setup(2);

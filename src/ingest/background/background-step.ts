@@ -3,7 +3,7 @@
  * do, and after a failure with a backoff that doubles from 500 ms up to 10 s.
  */
 export interface BackgroundStep {
-  /** Run after `delay` ms, unless a run is already scheduled or under way (that one reschedules). */
+  /** Run after `delay` ms, unless a run is under way (that one reschedules) or already scheduled as soon. */
   schedule(delay: number): void;
   /** Cancel the scheduled run, wait for the one under way, then run once more. */
   runNow(): Promise<void>;
@@ -26,12 +26,20 @@ const MAX_RETRY_MS = 10_000;
 
 export function createBackgroundStep(opts: BackgroundStepOptions): BackgroundStep {
   let timer: NodeJS.Timeout | undefined;
+  /** When the scheduled run is due (performance.now()). */
+  let timerAt = 0;
   let running: Promise<void> | undefined;
   let failures = 0;
   let closed = false;
 
   const schedule = (delay: number) => {
-    if (closed || timer || running) return;
+    if (closed || running) return;
+    const at = performance.now() + delay;
+    if (timer) {
+      if (timerAt <= at) return;
+      clearTimeout(timer);
+    }
+    timerAt = at;
     timer = setTimeout(() => {
       timer = undefined;
       void run();

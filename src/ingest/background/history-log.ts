@@ -1,8 +1,8 @@
 /**
  * The store's copy of the history index (history-index.ts), what a rebuild reads when Redis lost
  * the index. Written in batches, never one object per publication:
- * - `history-log/<ms>-<random>.json`: one per flush of a worker's background step, with each
- *   file's members added and the newest member trimmed since its last flush:
+ * - `history-log/<ms>-<random>.json`: one per write of a worker's pending records (at most once
+ *   a second), with each file's members added and the newest member trimmed since its last one:
  *   `{ "files": { "<filename>": { "added": ["<member>", …], "trimmed": "<member>" } } }`.
  * - `history/<filename>/<newest>.<random>.batch.json`: a file's share of merged log objects,
  *   `{ "members": [...], "trimmed": "<member>" }`, named by the newest member it holds or trims.

@@ -1,13 +1,13 @@
 /**
  * The store's records of every retained publication (history-log.ts), written after the commit in
- * the manifest writer's background step, never on the publish path: one log object per flush
- * for every publication and trim it covers (not an object per publication), merged into one
- * object per file once the log has grown (`mergeAfter` objects), when the merged-away objects
- * and those whose every member was trimmed are deleted. A file's index is checked against the
+ * the manifest writer's background step, never on the publish path: one log object at most every
+ * `writeEveryMs` for every publication and trim since (not an object per publication), merged
+ * into one object per file once the log has grown (`mergeAfter` objects), when the merged-away
+ * objects and those whose every member was trimmed are deleted. A file's index is checked against the
  * records once (its first publication, or after Redis lost it): what it lacked is restored, and
  * only then logged (warn), naming the file and how many.
- * A crash between a commit and its flush leaves that publication out of a rebuilt index (Redis
- * still has it while it keeps its data).
+ * A crash between a commit and the next log object leaves that publication out of a rebuilt
+ * index (Redis still has it while it keeps its data); a stop writes what is pending.
  *
  * Another worker may trim a publication before this one has written it: the trim's log object
  * carries the newest member trimmed, and everything at or below it is left out of a rebuild and
@@ -37,6 +37,8 @@ export interface HistoryRecords {
   committed(filename: string, added: string, removed: readonly string[]): void;
   /** Write what is pending as one log object (merging the log when this process has added enough); what fails stays pending. */
   flush(): Promise<void>;
+  /** Ms until what is pending is due to be written (`writeEveryMs` after the oldest, or at once when it is many); Infinity when none is. */
+  dueInMs(): number;
   /** Rebuild from the store's records the index of every published file whose index is missing. */
   repair(): Promise<void>;
   /** Merge the log when it holds `mergeAfter` objects or more, whoever wrote them (a worker that stopped). */
@@ -50,15 +52,24 @@ export interface HistoryRecordsDeps {
   readonly log: Logger;
   /** Log objects that make a merge (default 256). */
   readonly mergeAfter?: number;
+  /** How long a publication's record may wait for the next log object (default 1000 ms). */
+  readonly writeEveryMs?: number;
   /** The clock naming log objects, ms (default Date.now). */
   readonly now?: () => number;
 }
+
+/** Pending records written at once, whatever their age. */
+const MANY = 1024;
 
 export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
   const { catalog, store, log } = deps;
   const mergeAfter = deps.mergeAfter ?? 256;
   const now = deps.now ?? Date.now;
+  const writeEveryMs = deps.writeEveryMs ?? 1000;
   let pending: HistoryFacts = new Map();
+  /** When the oldest pending record was committed, and how many are pending. */
+  let pendingSince = 0;
+  let pendingCount = 0;
   /** Log objects this process wrote since its last merge. */
   let written = 0;
 
@@ -94,6 +105,8 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
 
   return {
     committed(filename, added, removed) {
+      if (pending.size === 0) pendingSince = now();
+      pendingCount++;
       const f = factsOf(pending, filename);
       f.added.add(added);
       for (const m of removed) f.trimmed = later(f.trimmed, m);
@@ -102,6 +115,7 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
       if (pending.size > 0) {
         const taking = pending;
         pending = new Map();
+        pendingCount = 0;
         try {
           await store.put(logKey(now()), encodeLog(taking), 'application/json');
         } catch (err) {
@@ -135,6 +149,7 @@ export function createHistoryRecords(deps: HistoryRecordsDeps): HistoryRecords {
       const keys = await store.list(LOG_PREFIX);
       if (keys.length >= mergeAfter) await merge(keys);
     },
+    dueInMs: () => (pending.size === 0 ? Infinity : pendingCount >= MANY ? 0 : Math.max(0, pendingSince + writeEveryMs - now())),
     pending: () => pending.size,
   };
 }

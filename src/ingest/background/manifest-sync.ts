@@ -101,6 +101,8 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   let verifyOwn = false;
   /** The store's manifest was seen ahead of the catalog (see step). */
   let catalogReset = false;
+  /** flush() runs the step: everything pending is written, the history records too. */
+  let flushing = false;
 
   const step = async () => {
     const checked = claims.takeChecks();
@@ -154,20 +156,22 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
     await claims.removeChecked(checked);
     await claims.removeCovered(written);
     await eviction.deleteCovered(written);
-    // The store's history records (history-records.ts): one log object per run; at start and
-    // periodically, a history index Redis lost is rebuilt from them, and a long log merged.
-    await records.flush();
+    // The store's history records (history-records.ts): a log object once they are due (or when
+    // flushing); at start and periodically, a history index Redis lost is rebuilt from them, and
+    // a long log merged.
+    if (flushing || records.dueInMs() === 0) await records.flush();
     if (all) {
       await records.repair();
       await records.tidy();
     }
   };
 
-  const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0;
+  const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0 && records.pending() === 0;
+  const manifestDue = () => own > written || checkAll || verifyOwn || claims.awaitingCheck();
   const background = createBackgroundStep({
     step,
-    more: () => own > written || checkAll || verifyOwn || claims.awaitingCheck() || records.pending() > 0,
-    delay: () => windowMs,
+    more: () => manifestDue() || records.pending() > 0,
+    delay: () => (manifestDue() ? windowMs : Math.max(windowMs, Math.min(records.dueInMs(), 60_000))),
     onFailure: (err, attempt) => log.warn({ err: { message: (err as Error).message }, attempt }, 'could not write the manifest; will retry'),
   });
 
@@ -201,10 +205,15 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       background.schedule(windowMs);
     },
     async flush() {
-      for (let i = 0; i < 5; i++) {
-        await background.runNow();
-        if (settled()) return;
-        if (background.failures() > 0) break;
+      flushing = true;
+      try {
+        for (let i = 0; i < 5; i++) {
+          await background.runNow();
+          if (settled()) return;
+          if (background.failures() > 0) break;
+        }
+      } finally {
+        flushing = false;
       }
       throw new Error(`the manifest could not be written; ${claims.pending()} claims stay in .processing until it is`);
     },
