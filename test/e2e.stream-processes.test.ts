@@ -137,6 +137,12 @@ describe('reader processes sharing a port', () => {
     expect(readers.logs.some((l) => l.msg === 'reader process exited: starting another' && l.signal === 'SIGKILL')).toBe(true);
   }, 120_000);
 
+  it('runs reader processes only', async () => {
+    const r = await runCli(env, ['start', '--roles', 'reader,worker', '--processes', '2']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--processes runs reader processes only/);
+  });
+
   it("holds a key's stream limit across the processes", async () => {
     const one = (await runCli(env, ['keys', 'create', '--name', 'one', '--plan', 'one'])).stdout.trim();
     await expect.poll(async () => (await fetch(`${readers.url}/v1/files`, { headers: { 'x-api-key': one } })).status, { timeout: 10_000 }).toBe(200);

@@ -54,8 +54,19 @@ function framesFor(batch: readonly FeedEvent[], cursor: number, allows: (f: stri
   return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length, last };
 }
 
-/** Returns `push`, which takes each change the feed releases. */
-export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): (e: FeedEvent) => void {
+export interface Broadcast {
+  /** Takes each change the feed releases. */
+  push(e: FeedEvent): void;
+  /** The live changes of positions `from` to `to`, while they are among the last RECENT; else undefined. */
+  range(from: number, to: number): readonly FeedEvent[] | undefined;
+}
+
+/** Live changes kept for conflated streams' held ranges. */
+const RECENT = 20_000;
+
+export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): Broadcast {
+  /** The last live changes, consecutive positions (a gap, a reset, starts it again). */
+  let recent: FeedEvent[] = [];
   let queue: FeedEvent[] = [];
   let batch: FeedEvent[] = [];
   let list: R[] = [];
@@ -118,7 +129,14 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): (e:
     }
   };
 
-  return (e) => {
+  const remember = (e: FeedEvent) => {
+    if (recent.length > 0 && recent.at(-1)!.seq + 1 !== e.seq) recent = [];
+    recent.push(e);
+    if (recent.length > 2 * RECENT) recent = recent.slice(-RECENT);
+  };
+
+  const push = (e: FeedEvent) => {
+    remember(e);
     queue.push(e);
     // The changes released in the same turn (a read of the log) go as one batch, at once.
     if (next === 0 && !scheduled) {
@@ -126,4 +144,10 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): (e:
       queueMicrotask(pump);
     }
   };
+  const range = (from: number, to: number) => {
+    const first = recent[0]?.seq;
+    if (first === undefined || from < first || to > recent.at(-1)!.seq) return undefined;
+    return recent.slice(from - first, to - first + 1);
+  };
+  return { push, range };
 }

@@ -5,14 +5,16 @@
  * window gets its next change at once. Positions still increase, so Last-Event-ID resumes as
  * without it: a change left out was replaced by a later one of the same file that was sent.
  *
- * The ends of windows are kept by one timer for all of a process's streams (window-timers.ts),
- * not one per stream: thousands of conflated streams cost one timer, not thousands.
+ * A stream holds only the range of positions it has not been sent (the stream hub makes the
+ * latest change of each file of that range, once for all the streams of an allow-list that flush
+ * the same range), and the ends of windows are kept by one timer for all of a process's streams
+ * (window-timers.ts): thousands of conflated streams cost little more than one.
  */
 import type { FeedEvent } from './event.js';
 import type { WindowTimers } from './window-timers.js';
 
 export interface Conflation {
-  /** Hold `events` (allowed, after the stream's cursor); written at once when the window has passed. */
+  /** Hold `events` (allowed, after the stream's cursor, in order); written at once when the window has passed. */
   hold(events: readonly FeedEvent[]): void;
   /** Write what is held now, if anything. */
   flush(): void;
@@ -22,8 +24,13 @@ export interface Conflation {
   stop(): void;
 }
 
+/** Writes the latest change of each allowed file of positions `from` to `to`, in position order, as one write. */
+export type EmitRange = (from: number, to: number) => void;
+
 class HeldChanges implements Conflation {
-  private readonly held = new Map<string, FeedEvent>();
+  /** The positions held (0: none). */
+  private from = 0;
+  private to = 0;
   private lastWrite = 0;
   /** A window end is scheduled (only one at a time). */
   private waiting = false;
@@ -31,16 +38,16 @@ class HeldChanges implements Conflation {
 
   constructor(
     private readonly windowMs: number,
-    private readonly emit: (events: FeedEvent[]) => void,
+    private readonly emit: EmitRange,
     private readonly timers: WindowTimers,
   ) {}
 
   hold(events: readonly FeedEvent[]): void {
-    for (const e of events) {
-      this.held.delete(e.filename);
-      this.held.set(e.filename, e);
+    if (events.length > 0) {
+      if (this.from === 0) this.from = events[0]!.seq;
+      this.to = events.at(-1)!.seq;
     }
-    if (this.waiting || this.held.size === 0) return;
+    if (this.waiting || this.from === 0) return;
     const due = this.lastWrite + this.windowMs;
     if (due <= Date.now()) this.flush();
     else {
@@ -54,17 +61,17 @@ class HeldChanges implements Conflation {
     if (this.stopped) return;
     // Written meanwhile (a slow stream's flush): its window starts from that write.
     const due = this.lastWrite + this.windowMs;
-    if (this.held.size > 0 && due > Date.now()) return this.timers.at(due, this);
+    if (this.from !== 0 && due > Date.now()) return this.timers.at(due, this);
     this.waiting = false;
     this.flush();
   }
 
   flush(): void {
-    if (this.held.size === 0) return;
-    const events = [...this.held.values()].sort((x, y) => x.seq - y.seq);
-    this.held.clear();
+    if (this.from === 0) return;
+    const { from, to } = this;
+    this.from = 0;
     this.lastWrite = Date.now();
-    this.emit(events);
+    this.emit(from, to);
   }
 
   wrote(): void {
@@ -73,11 +80,10 @@ class HeldChanges implements Conflation {
 
   stop(): void {
     this.stopped = true;
-    this.held.clear();
+    this.from = 0;
   }
 }
 
-/** `emit` writes the held changes, in position order, as one write. */
-export function createConflation(windowMs: number, emit: (events: FeedEvent[]) => void, timers: WindowTimers): Conflation {
+export function createConflation(windowMs: number, emit: EmitRange, timers: WindowTimers): Conflation {
   return new HeldChanges(windowMs, emit, timers);
 }

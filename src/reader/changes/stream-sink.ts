@@ -72,8 +72,9 @@ export function openStreamSink(res: ServerResponse): StreamSink {
 
 /** Take `socket` from the HTTP server (the head is on it already); false where it cannot be. */
 function takeSocket(res: ServerResponse, socket: Socket): boolean {
-  const parser = (socket as Socket & { parser?: unknown }).parser;
-  if (freeParser === undefined || parser == null || res.destroyed) return false;
+  const { parser, _httpMessage: current } = socket as Socket & { parser?: unknown; _httpMessage?: unknown };
+  // The head must be on the socket already: the socket serves this response now.
+  if (freeParser === undefined || parser == null || current !== res || res.destroyed) return false;
   for (const ev of SERVER_EVENTS) for (const l of socket.listeners(ev)) if (SERVER_LISTENERS.has(l.name)) socket.removeListener(ev, l as () => void);
   freeParser(parser, res.req, socket);
   res.detachSocket(socket);

@@ -95,16 +95,63 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     if (s.out.writableLength > maxBufferedBytes) fallBehind(s);
   };
 
-  /** A conflated stream's held changes, in position order, as one write. */
-  const writeHeld = (s: OpenStream, events: FeedEvent[]): void => {
+  /**
+   * A conflated stream's held range: the latest change of each allowed file, in position order, as
+   * one write, made once per allow-list and range in a turn of the event loop (streams that wrote
+   * together flush together). A range no longer in memory is read as a catch-up.
+   */
+  let heldFrames = new Map<readonly string[], Map<string, { frame: Buffer; count: number }>>();
+  let clearing = false;
+  const heldFor = (s: OpenStream, from: number, to: number) => {
+    if (!clearing) {
+      clearing = true;
+      setImmediate(() => {
+        heldFrames = new Map();
+        clearing = false;
+      });
+    }
+    let byRange = heldFrames.get(s.principal.patterns);
+    if (!byRange) heldFrames.set(s.principal.patterns, (byRange = new Map()));
+    const key = `${from}:${to}`;
+    let held = byRange.get(key);
+    if (!held) {
+      const events = broadcast.range(from, to);
+      if (!events) return undefined;
+      const latest = new Map<string, FeedEvent>();
+      for (const e of events) {
+        if (!s.principal.allows(e.filename)) continue;
+        latest.delete(e.filename);
+        latest.set(e.filename, e);
+      }
+      const frames = [...latest.values()].map((e) => e.frame);
+      held = { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length };
+      byRange.set(key, held);
+    }
+    return held;
+  };
+  const writeHeld = (s: OpenStream, from: number, to: number): void => {
     if (!streams.has(s)) return;
-    write(s, events.length === 1 ? events[0]!.frame : Buffer.concat(events.map((e) => e.frame)));
-    counters?.sent?.(events.length);
+    const held = heldFor(s, from, to);
+    if (held === undefined) {
+      s.cursor = Math.min(s.cursor, from - 1);
+      if (!s.behind) {
+        s.behind = true;
+        s.behindSince = Date.now();
+        void catchUp(s);
+      }
+      return;
+    }
+    if (held.count === 0) return;
+    write(s, held.frame);
+    counters?.sent?.(held.count);
   };
 
   const fallBehind = (s: OpenStream): void => {
     // What is held goes first: the catch-up writes only what comes after the cursor.
+    const was = s.behind;
     s.conflation?.flush();
+    // The held range was no longer in memory: its catch-up is under way.
+    if (!was && s.behind) return;
     if (!s.behind) {
       s.behind = true;
       s.behindSince = Date.now();
@@ -152,14 +199,13 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     }
   };
 
-  const unsubscribe = feed.subscribe(
-    createBroadcast<OpenStream>({
-      receivers: () => streams,
-      open: (s) => streams.has(s),
-      write,
-      sent: counters?.sent,
-    }),
-  );
+  const broadcast = createBroadcast<OpenStream>({
+    receivers: () => streams,
+    open: (s) => streams.has(s),
+    write,
+    sent: counters?.sent,
+  });
+  const unsubscribe = feed.subscribe(broadcast.push);
   const unreset = feed.onReset((position) => {
     for (const s of [...streams])
       end(s, 'reset', { position, detail: 'The change log moved out of reach; list the files again (GET /v1/catalog) and stream from its position.' });
@@ -187,7 +233,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     async start(principal, out, after, replay, conflateMs = 0) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
       const s: OpenStream = { principal, out, replay, cursor: after, behind: true, behindSince: Date.now(), conflation: undefined };
-      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (events) => writeHeld(s, events), windows);
+      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (from, to) => writeHeld(s, from, to), windows);
       streams.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();
