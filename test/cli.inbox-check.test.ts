@@ -18,7 +18,7 @@ import { createCliContext } from '../src/cli/context.js';
 import { runCli } from '../src/cli/program.js';
 import { ensureInbox, newClaimId, processingDir, type Claim } from '../src/ingest/drop-folder/inbox.js';
 import { ensureInboxMarker, startInboxRegistration, type InboxRegistration } from '../src/ingest/drop-folder/inbox-marker.js';
-import type { DropResult, Publisher } from '../src/ingest/publish/publish.js';
+import type { DropResult, Publisher } from '../src/ingest/publish/publisher-types.js';
 import { createIngestQueue, type IngestJobData, type IngestQueue, type IngestResult } from '../src/ingest/queue.js';
 import { listRejections, rejectionId, writeRejection } from '../src/ingest/rejections/rejected.js';
 import { createIngestWorker } from '../src/ingest/worker.js';

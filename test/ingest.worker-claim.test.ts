@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import type { Worker } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { claimPath, dropClaimId, ensureInbox, newClaimId, processingDir, type Claim } from '../src/ingest/drop-folder/inbox.js';
-import type { DropResult, Publisher } from '../src/ingest/publish/publish.js';
+import type { DropResult, Publisher } from '../src/ingest/publish/publisher-types.js';
 import { createIngestQueue, enqueueClaim, enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from '../src/ingest/queue.js';
 import { recoverClaims } from '../src/ingest/drop-folder/recovery.js';
 import { createIngestWorker } from '../src/ingest/worker.js';

@@ -10,7 +10,7 @@
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { DropOutcome } from '../catalog/types.js';
 import { INGEST_QUEUE } from '../redis/key-names.js';
-import type { DropResult } from './publish/publish.js';
+import type { DropResult } from './publish/publisher-types.js';
 
 export interface IngestJobData {
   readonly name: string;

@@ -14,7 +14,7 @@ import type { Store } from '../store/store.js';
 import { createRedisOutageLog } from '../redis/outage-log.js';
 import { INGEST_QUEUE } from '../redis/key-names.js';
 import { claimDrop, claimPath, dropClaimId, type Claim } from './drop-folder/inbox.js';
-import type { DropResult, Publisher } from './publish/publish.js';
+import type { DropResult, Publisher } from './publish/publisher-types.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
 import { removeStaged, takeStagedClaim } from './http/staged.js';
 import { exists } from '../missing.js';

@@ -7,79 +7,22 @@
  * (manifest-sync.ts).
  */
 import { unlink } from 'node:fs/promises';
-import type { Config } from '../../config.js';
-import type { Catalog } from '../../catalog/redis-catalog.js';
-import type { CatalogEntry, CommitOutcome, DropOutcome } from '../../catalog/types.js';
-import { RejectionError, type RejectionReason } from '../../errors.js';
-import { parseFilename, type FeedInfo, type FeedRegistry } from '../../feeds/registry.js';
-import type { DocumentValidator, ValidDocument } from '../../feeds/validate.js';
-import type { Logger } from '../../log.js';
+import type { CatalogEntry, CommitOutcome } from '../../catalog/types.js';
+import { RejectionError } from '../../errors.js';
+import { parseFilename, type FeedInfo } from '../../feeds/registry.js';
+import type { ValidDocument } from '../../feeds/validate.js';
 import { sha256Hex } from '../../sha256.js';
-import { objectKey, type Store } from '../../store/store.js';
-import type { CarryPolicy } from './carry.js';
+import { objectKey } from '../../store/store.js';
+import type { DropResult, Publisher, PublisherDeps } from './publisher-types.js';
 import type { Claim, ClaimRead } from '../drop-folder/inbox.js';
 import { seenClaim, writtenSince, type SeenClaim } from '../drop-folder/written-since.js';
 import { decideAgainst } from './decide.js';
 import { createManifestWriter, type ManifestWriter } from '../background/manifest-sync.js';
 import { parkRejectedClaim, rejectionId, writeRejection, type RejectionRecord } from '../rejections/rejected.js';
 import { readSettled, SettledRejection } from '../drop-folder/settle.js';
-import type { SupersededRecord } from '../rejections/superseded-log.js';
 import { createByteBudget, withinBudget } from './byte-budget.js';
 import { createLaps, type Laps } from './laps.js';
 import { ifExists } from '../../missing.js';
-
-export interface DropResult {
-  readonly outcome: DropOutcome;
-  readonly filename: string;
-  readonly reason?: RejectionReason;
-  readonly detail?: string;
-  readonly rejectionId?: string;
-  readonly sha256?: string;
-  readonly generatedAt?: string;
-  /** Superseded: the generated_at of the published version that won over this drop. */
-  readonly publishedGeneratedAt?: string;
-  /** The version published under the filename once settled: this drop's, or the one it is unchanged from or superseded by. */
-  readonly current?: { readonly sha256: string; readonly generatedAt: string };
-  /** Milliseconds spent reading, validating, writing the store and committing. */
-  readonly timings: Readonly<Record<string, number>>;
-  /** Its bytes were carried to readers in other processes (carried.ts): how many received them. */
-  readonly carriedTo?: number;
-}
-
-export interface PublisherDeps {
-  readonly config: Pick<Config, 'limits' | 'rejectedDir' | 'inboxDir' | 'ingest'>;
-  readonly registry: FeedRegistry;
-  readonly validate: DocumentValidator;
-  readonly store: Store;
-  readonly catalog: Catalog;
-  readonly log: Logger;
-  /** Remember a rejection for `status` (best effort). */
-  readonly recordRejection?: (record: RejectionRecord) => Promise<void>;
-  /** Remember a superseded drop and the generated_at that won, for `status` (best effort). */
-  readonly recordSuperseded?: (record: SupersededRecord) => Promise<void>;
-  readonly now?: () => Date;
-  /**
-   * Called synchronously right after a commit whose outcome is `published` (before the manifest
-   * covers it), with the exact bytes written to the store under `entry.object`. Must not keep the
-   * publish waiting; whatever it throws is logged and ignored.
-   */
-  readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
-  /** Which versions are carried to readers in other processes ahead of their commit (carry.ts); none without it. */
-  readonly carry?: CarryPolicy;
-  /** The manifest writer found the catalog behind the store's manifest (Redis lost commits). */
-  readonly onCatalogBehind?: () => void;
-}
-
-export interface Publisher {
-  (claim: Claim, receivedAt: Date): Promise<DropResult>;
-  /**
-   * Write manifest.json now and remove the claims waiting for it (a published drop's claim goes
-   * once a manifest covering it is in the store, written in the background).
-   */
-  flush(): Promise<void>;
-  /** Stop the background manifest writer's timers. */
-  close(): void;
-}
 
 export function createPublisher(deps: PublisherDeps): Publisher {
   const ctx: PublishContext = {
