@@ -24,7 +24,7 @@ import { Dropper } from './lib/dropper.js';
 import { docTemplate, version, type DocTemplate } from './lib/drops.js';
 import { runLoad, loadTool } from './lib/load.js';
 import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { builtEntry, OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
 import { cpuMsOf, memOf, quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
@@ -62,6 +62,10 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   'fan-conflate': { type: 'number', default: 1000, description: 'then the same streams with ?conflate=MS, for the reader CPU against unconflated (0: skip)' },
   'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
   'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
+  bin: {
+    type: 'string',
+    description: "another build's checkout to run instead of this one's (its dist/bin/oddsfiles.js), e.g. the commit before a change, built",
+  },
   processes: {
     type: 'number',
     default: 1,
@@ -133,6 +137,7 @@ async function setUp(profileDir: string | undefined): Promise<Bench> {
     shape: 'split',
     config: { plans: { pro: { allow: ['*'], ...PLAN }, measured: { allow: [MEASURED.filename], ...PLAN } } },
     env: envOf(args.env),
+    ...(args.bin ? { bin: builtEntry(args.bin) } : {}),
     reader: {
       args: args.processes > 1 ? ['--processes', String(args.processes)] : [],
       nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
