@@ -194,7 +194,7 @@ export const DeltasSection = Type.Object(
     prebuild_for: duration({
       default: '10m',
       description:
-        "a file asked for a patch from its previous version within this long has its next one built as each version arrives, before it is asked for (its previous version held in memory meanwhile); 0s: patches are built only when asked",
+        'a file asked for a patch from its previous version within this long has its next one built as each version arrives, before it is asked for (its previous version held in memory meanwhile); 0s: patches are built only when asked',
     }),
   },
   section,
