@@ -162,7 +162,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       maxBufferedBytes: f.changes.max_buffered_bytes,
     },
     history: { retentionMs: dur(f.history.retention), maxVersions: f.history.max_versions },
-    deltas: { maxBytes: f.deltas.max_bytes, maxWaitMs: dur(f.deltas.max_wait), threads: f.deltas.threads },
+    deltas: { maxBytes: f.deltas.max_bytes, maxWaitMs: dur(f.deltas.max_wait), threads: f.deltas.threads, prebuildForMs: dur(f.deltas.prebuild_for) },
   };
 }
 

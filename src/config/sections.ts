@@ -195,6 +195,11 @@ export const DeltasSection = Type.Object(
       description: 'longest a request waits for a patch being built; then it gets the whole file (the patch is kept for the next)',
     }),
     threads: Type.Integer({ minimum: 1, maximum: 64, default: 1, description: 'worker threads per reader that build patches and digests' }),
+    prebuild_for: duration({
+      default: '10m',
+      description:
+        'a file asked for a patch from its previous version within this long has its next one built as each version arrives, before it is asked for (its previous version held in memory meanwhile); 0s: patches are built only when asked',
+    }),
   },
   section,
 );

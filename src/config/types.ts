@@ -186,5 +186,7 @@ export interface Config {
     /** Longest wait of a request for a patch being built. */
     readonly maxWaitMs: number;
     readonly threads: number;
+    /** How long after a file's last one-version-behind request its next patches are built as versions arrive; 0: never. */
+    readonly prebuildForMs: number;
   };
 }
