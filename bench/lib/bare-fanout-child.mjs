@@ -3,7 +3,7 @@
  * memory is that of a plain Node process: a bare node:http server of
  * server-sent events, nothing else (no framework, keys, log or limits). Every GET becomes a stream
  * on its socket, as the reader's streams are over HTTP/1.1; `run` writes one frame of the
- * reader's size to every stream at a given rate, in slices of 500 streams per turn of the event
+ * reader's size to every stream at a given rate, in slices of 100 streams per turn of the event
  * loop as the reader does, and reports its CPU time and RSS from /proc. BARE_MODE=net: a
  * node:net server instead (the request's head read by hand, no HTTP objects at all), the floor
  * under node:http. `perWrite` > 1: that many frames joined into each write.
@@ -65,9 +65,9 @@ async function run(rate, seconds, frameBytes, perWrite = 1) {
     const events = pending.length;
     pending = [];
     const list = [...streams];
-    for (let j = 0; j < list.length; j += 500) {
-      for (let k = j; k < Math.min(j + 500, list.length); k++) list[k].write(frame);
-      writes += Math.min(500, list.length - j) * events;
+    for (let j = 0; j < list.length; j += 100) {
+      for (let k = j; k < Math.min(j + 100, list.length); k++) list[k].write(frame);
+      writes += Math.min(100, list.length - j) * events;
       await new Promise((r) => setImmediate(r));
     }
     rssMax = Math.max(rssMax, process.memoryUsage.rss());
