@@ -11,10 +11,11 @@
  * On a network filesystem every call is a round trip that would block the event loop:
  * `ingest.sync_io_max_bytes: 0` sends every file call to the thread pool again.
  */
-import { close, fstat, fsync, open, read, write, writeSync } from 'node:fs';
+import { close, closeSync, fstat, fstatSync, fsync, open, openSync, read, readSync, write, writeSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 
-/** Up to this many bytes, a claimed drop is read and a store object written synchronously (`ingest.sync_io_max_bytes`). */
+/** Up to this many bytes, a claimed drop is read and a store object written and read synchronously (`ingest.sync_io_max_bytes`). */
 export const SYNC_IO_MAX_BYTES = 256 * 1024;
 
 /** fsync(fd) on the thread pool: the one wait for the disk. */
@@ -37,4 +38,32 @@ export function writeAllSync(fd: number, bytes: Buffer): void {
 export async function writeAllFd(fd: number, bytes: Buffer): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += (await writeFd(fd, bytes, done, bytes.length - done)).bytesWritten;
+}
+
+/**
+ * A whole file that nothing rewrites (a store object): with synchronous calls when it is at most
+ * `syncIoMaxBytes` (one open, fstat, read and close), else with readFile on the thread pool. It
+ * first lets the event loop turn once, as an asynchronous read would: a caller that reads in a
+ * loop until some I/O is done must not starve that I/O.
+ */
+export async function readWholeFile(path: string, syncIoMaxBytes: number): Promise<Buffer> {
+  if (syncIoMaxBytes <= 0) return readFile(path);
+  await new Promise((resolve) => setImmediate(resolve));
+  const fd = openSync(path, 'r');
+  try {
+    const { size } = fstatSync(fd);
+    if (size <= syncIoMaxBytes) {
+      const buf = Buffer.allocUnsafe(size);
+      let filled = 0;
+      while (filled < size) {
+        const n = readSync(fd, buf, filled, size - filled, filled);
+        if (n === 0) break;
+        filled += n;
+      }
+      return filled === size ? buf : buf.subarray(0, filled);
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return readFile(path);
 }

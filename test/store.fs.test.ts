@@ -79,15 +79,16 @@ describe('fs store specifics', () => {
     expect(await readdir(root)).toContain('manifest.json');
   });
 
-  it('writes objects on both sides of the synchronous write limit byte for byte', async () => {
+  it('writes and reads objects on both sides of the synchronous I/O limit byte for byte', async () => {
     const root = join(dir, 'store');
     const store = createFsStore(pathToFileURL(root).href);
-    // Up to SYNC_IO_MAX_BYTES the temp file is written with synchronous calls, beyond on the thread pool.
+    // Up to SYNC_IO_MAX_BYTES the temp file is written and the object read with synchronous calls, beyond on the thread pool.
     for (const size of [SYNC_IO_MAX_BYTES, SYNC_IO_MAX_BYTES + 1]) {
       const bytes = Buffer.alloc(size, size % 251);
       bytes.write(`object of ${size} bytes`);
       await store.put(`objects/f/${size}.json`, bytes);
       expect((await readFile(join(root, 'objects', 'f', `${size}.json`))).equals(bytes)).toBe(true);
+      expect((await store.get(`objects/f/${size}.json`)).equals(bytes)).toBe(true);
     }
     expect(await readdir(join(root, '.tmp'))).toEqual([]);
   });

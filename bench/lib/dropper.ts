@@ -21,6 +21,9 @@ export class Dropper {
       env: { ...process.env, DROPPER: JSON.stringify({ feeds, bytes }) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
+    // A send after the clean-up disconnected it (a run stopped mid-block) must not crash the
+    // bench before its other clean-ups stop the systems.
+    child.on('error', () => undefined);
     onCleanup(async () => {
       if (child.connected) child.disconnect();
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
@@ -43,6 +46,7 @@ export class Dropper {
 
   /** Stop dropping: how many were dropped over how many ms. */
   end(): Promise<{ sent: number; ms: number }> {
+    if (!this.child.connected) return Promise.resolve({ sent: 0, ms: 0 });
     return new Promise((resolve) => {
       const on = (m: { stopped?: boolean; sent: number; ms: number }) => {
         if (!m.stopped) return;

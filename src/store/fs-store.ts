@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, openSync, renameSync } from 'node:fs';
-import { access, mkdir, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { access, mkdir, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StoreNotFoundError, StoreUnavailableError } from '../errors.js';
-import { SYNC_IO_MAX_BYTES, closeFd, fsyncFd, openFd, writeAllFd, writeAllSync } from '../sync-io.js';
+import { SYNC_IO_MAX_BYTES, closeFd, fsyncFd, openFd, readWholeFile, writeAllFd, writeAllSync } from '../sync-io.js';
 import { assertValidKey, type Store } from './store.js';
 
 const TMP_DIR = '.tmp';
 
 export interface FsStoreOptions {
-  /** Objects up to this size are written with synchronous calls but for the fsyncs (sync-io.ts); 0: none. */
+  /** Objects up to this size are written (but for the fsyncs) and read with synchronous calls (sync-io.ts); 0: none. */
   readonly syncIoMaxBytes?: number;
 }
 
@@ -18,7 +18,9 @@ export interface FsStoreOptions {
  * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
  * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
  * The folders it made are remembered (no mkdir per put); one removed meanwhile is made again.
- * Objects up to `syncIoMaxBytes` are written with synchronous calls but for the two fsyncs.
+ * Objects up to `syncIoMaxBytes` are written with synchronous calls but for the two fsyncs, and
+ * read with synchronous calls (a reader loads each new version: a page-cache read of microseconds,
+ * where four hops to the thread pool wait behind whatever else the process does).
  */
 export function createFsStore(url: string, options: FsStoreOptions = {}): Store {
   const syncIoMaxBytes = options.syncIoMaxBytes ?? SYNC_IO_MAX_BYTES;
@@ -118,7 +120,7 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
     async get(key) {
       const path = pathOf(key);
       try {
-        return await readFile(path);
+        return await readWholeFile(path, syncIoMaxBytes);
       } catch (err) {
         if (await isMissing(err)) throw new StoreNotFoundError(key);
         return wrap(`get ${key}`, err);
