@@ -85,8 +85,8 @@ async function main(): Promise<void> {
     label: 'stall',
     shape: 'pair',
     nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
-    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, a small young generation.
-    env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4' },
+    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation.
+    env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4', MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_TRIM_THRESHOLD_: '131072' },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
   });
   const reader = sys.reader!;
@@ -323,7 +323,7 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread), both with the Docker image's \`MALLOC_ARENA_MAX=2\` and \`--max-semi-space-size=4\`. Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread), both with the Docker image's \`MALLOC_ARENA_MAX=2\`, \`MALLOC_MMAP_THRESHOLD_\` and \`MALLOC_TRIM_THRESHOLD_=131072\` and \`--max-semi-space-size=4\`. Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
     '',
     table(
       [
