@@ -36,6 +36,7 @@ const args = benchArgs('Mirror: rename → file replaced in the mirror folder, b
   mirrors: { type: 'number', default: 100, quick: 10, description: 'consumers in the cost part' },
   procs: { type: 'number', default: 2, quick: 1, description: 'child processes holding them' },
   seconds: { type: 'number', default: 20, quick: 5, description: 'seconds measured per condition in the cost part' },
+  'prebuild-for': { type: 'string', description: "the reader's deltas.prebuild_for (0s: patches built only when asked; default: the config's)" },
   part: { type: 'strings', description: 'run only this part: latency or cost (repeatable; default both)' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
@@ -250,7 +251,14 @@ async function cost(sys: OddsfilesSystem) {
 async function main(): Promise<void> {
   const machine = machineInfo();
   log(machineLine(machine));
-  const sys = await OddsfilesSystem.start({ label: 'mirror', shape: 'split', config: { plans: { pro: { allow: ['*'], ...PLAN } } } });
+  const sys = await OddsfilesSystem.start({
+    label: 'mirror',
+    shape: 'split',
+    config: {
+      plans: { pro: { allow: ['*'], ...PLAN } },
+      ...(args['prebuild-for'] ? { deltas: { prebuild_for: args['prebuild-for'] } } : {}),
+    },
+  });
   const out = [
     machineLine(machine),
     '',

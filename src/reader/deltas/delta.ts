@@ -5,11 +5,12 @@
  * the answer is `226 IM Used` with the patch. Otherwise the usual 200 (or 304).
  *
  * Nothing of it runs on the serving loop but lookups: patches and digests are built in a worker
- * pool and kept (facts.ts), each IM on its own. A file asked for deltas has the patches from its
- * previous version (of the IMs asked for it) built as soon as the reader holds the new one, so a
- * client one version behind is answered from what is kept, or waits for that build alone. Older bases are built on the first request, which waits at most `maxWaitMs` for it: then
- * the whole file (the build goes on, and its outcome is kept for the next). Files larger than
- * `maxBytes` are never diffed: their answers are the usual ones.
+ * pool and kept (facts.ts), each IM on its own. A file recently asked for patches one version
+ * behind has its next one built as soon as the reader holds the new version (prebuild.ts), so such
+ * a client is answered from what is kept, or waits for that build alone. Other bases are built on
+ * the first request, which waits at most `maxWaitMs` for it: then the whole file (the build goes
+ * on, and its outcome is kept for the next). Files larger than `maxBytes` are never diffed: their
+ * answers are the usual ones.
  *
  * Answers to requests with A-IM carry CANONICAL_DIGEST when it is known within that wait: the
  * SHA-256 of the current version's canonical JSON (RFC 8785), for the client to check what it
@@ -31,16 +32,15 @@ import { createVersionBytes } from '../data/version-bytes.js';
 import type { Variant, Version } from '../data/version.js';
 import type { Patches } from './build.js';
 import { createDeltaFacts, type DeltaFacts } from './facts.js';
-import { IMS, type Im } from './patches.js';
+import type { Im } from './patches.js';
 import { createPool, type Pool } from './pool.js';
+import { createPrebuild, type PrebuildStats } from './prebuild.js';
 
 /** How many versions back a base may be (the catalog keeps ingest.keep_versions of them). */
 export const DELTA_DEPTH = 8;
 /** The response header with the SHA-256 (hex) of the current version's canonical JSON (RFC 8785). */
 export const CANONICAL_DIGEST = 'json-canonical-sha256';
 export const DELTA_VARY = 'Accept-Encoding, A-IM, If-None-Match';
-/** A file asked for deltas within this long has the patch from its previous version built as each version arrives. */
-const INTEREST_MS = 10 * 60_000;
 
 export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
@@ -51,6 +51,8 @@ export interface Deltas {
    * compressed is waited for beside the patch).
    */
   answer(version: Version, variant: Variant | Promise<Variant>, headers: IncomingHttpHeaders): Promise<Answer>;
+  /** What the one-version-behind prebuild did (prebuild.ts). */
+  prebuildStats(): PrebuildStats;
   close(): Promise<void>;
 }
 
@@ -64,6 +66,8 @@ export interface DeltaDeps {
   readonly maxBytes: number;
   /** Longest wait of a request for a build. */
   readonly maxWaitMs: number;
+  /** How long after a file's last one-behind request its patches are prebuilt (0: never), and how many at once. */
+  readonly prebuild: { readonly forMs: number; readonly maxAtOnce: number };
   readonly close?: () => Promise<void>;
 }
 
@@ -103,29 +107,8 @@ async function within<T>(p: T | Promise<T>, ms: number): Promise<T | undefined> 
 export function createDeltas(deps: DeltaDeps): Deltas {
   const { facts, log, maxBytes, maxWaitMs } = deps;
   const recent = new Map<string, Promise<string[]>>();
-  /** Per filename, the version held before the current one (its bytes are the base of the common delta). */
-  const previous = new Map<string, Version>();
-  const current = new Map<string, Version>();
-  /** Per filename, when each IM was last asked for. */
-  const asked = new Map<string, Partial<Record<Im, number>>>();
-
-  deps.published.onInstall((v) => {
-    const name = v.entry.filename;
-    recent.delete(name);
-    const prev = current.get(name);
-    current.set(name, v);
-    // Only for a file clients take deltas of: its previous version stays in memory as the base of
-    // the common patch, built now, off the loop. Other files hold one version, as without deltas.
-    const times = asked.get(name);
-    const now = Date.now();
-    const ims = IMS.filter((im) => now - (times?.[im] ?? -Infinity) < INTEREST_MS);
-    if (ims.length === 0 || prev === undefined || prev.identity.body.length > maxBytes || v.identity.body.length > maxBytes) {
-      previous.delete(name);
-      return;
-    }
-    previous.set(name, prev);
-    void facts.pair(v, prev.entry.sha256, ims, prev);
-  });
+  deps.published.onInstall((v) => recent.delete(v.entry.filename));
+  const prebuild = createPrebuild({ published: deps.published, facts, maxBytes, ...deps.prebuild });
 
   /** The newest versions of a file, cached until the reader installs another (only when the list starts with the held one). */
   const shasOf = (version: Version): Promise<string[]> => {
@@ -145,15 +128,15 @@ export function createDeltas(deps: DeltaDeps): Deltas {
 
   /** The patches of `ims` from `base` (32 hex digits) to `version`; undefined: none to offer now. */
   const patchesFrom = async (version: Version, base: string, ims: readonly Im[]): Promise<{ patches: Patches; baseSha: string } | undefined> => {
-    const prev = previous.get(version.entry.filename);
-    let baseSha: string | undefined;
-    let held: Version | undefined;
-    if (prev !== undefined && prev.entry.sha256.startsWith(base) && current.get(version.entry.filename) === version) {
-      baseSha = prev.entry.sha256;
-      held = prev;
-    } else {
+    const name = version.entry.filename;
+    const held = prebuild.heldBase(version, base, ims);
+    let baseSha = held?.entry.sha256;
+    if (held !== undefined) prebuild.askedOneBehind(name, ims);
+    else {
       const list = await withTimeout(shasOf(version), maxWaitMs, 'reading recent versions');
+      const at = list.indexOf(version.entry.sha256);
       baseSha = list.slice(1).find((s) => s.startsWith(base));
+      if (baseSha !== undefined && at >= 0 && list[at + 1] === baseSha) prebuild.askedOneBehind(name, ims);
     }
     if (baseSha === undefined) return undefined;
     const patches = await within(facts.pair(version, baseSha, ims, held), maxWaitMs);
@@ -175,15 +158,11 @@ export function createDeltas(deps: DeltaDeps): Deltas {
 
   return {
     close: deps.close ?? (() => Promise.resolve()),
+    prebuildStats: () => prebuild.stats(),
     async answer(version, pending, headers) {
       const aim = headers['a-im'];
       const ims = parseAIm(typeof aim === 'string' ? aim : undefined);
       const small = version.identity.body.length <= maxBytes;
-      if (small && ims.size > 0) {
-        const times = asked.get(version.entry.filename) ?? {};
-        for (const im of ims) times[im] = Date.now();
-        asked.set(version.entry.filename, times);
-      }
       const inm = headers['if-none-match'];
       const base = small && ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
       // The patch is looked up (or its build waited for) while the variant is compressed.
@@ -244,6 +223,8 @@ export interface DeltaLimits {
   readonly maxBytes: number;
   readonly maxWaitMs: number;
   readonly threads: number;
+  /** How long after a file's last one-version-behind request its next patches are built as versions arrive; 0: never. */
+  readonly prebuildForMs: number;
 }
 
 /**
@@ -285,6 +266,8 @@ export function createReaderDeltas(deps: {
     log: deps.log,
     maxBytes: limits.maxBytes,
     maxWaitMs: limits.maxWaitMs,
+    // One running and one waiting per thread: the rest of the pool's queue stays free for requests.
+    prebuild: { forMs: limits.prebuildForMs, maxAtOnce: 2 * limits.threads },
     close: () => pool.close(),
   });
 }
