@@ -86,7 +86,13 @@ async function main(): Promise<void> {
     shape: 'pair',
     nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
     // As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation.
-    env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4', MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_TRIM_THRESHOLD_: '131072' },
+    env: {
+      LOOP_PROBE_DIR: probeDir,
+      MALLOC_ARENA_MAX: '2',
+      NODE_OPTIONS: '--max-semi-space-size=4',
+      MALLOC_MMAP_THRESHOLD_: '131072',
+      MALLOC_TRIM_THRESHOLD_: '131072',
+    },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
   });
   const reader = sys.reader!;
