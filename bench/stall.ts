@@ -23,7 +23,7 @@ import { benchArgs, commandLine } from './lib/cli.js';
 import { docTemplate, version } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { OddsfilesSystem } from './lib/oddsfiles-system.js';
-import { cpuMs, memOf } from './lib/proc.js';
+import { cpuMs, loopCpuMs, memOf } from './lib/proc.js';
 import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { log, runMain, tempDir } from './lib/run.js';
@@ -85,8 +85,14 @@ async function main(): Promise<void> {
     label: 'stall',
     shape: 'pair',
     nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
-    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, a small young generation.
-    env: { LOOP_PROBE_DIR: probeDir, MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4' },
+    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation.
+    env: {
+      LOOP_PROBE_DIR: probeDir,
+      MALLOC_ARENA_MAX: '2',
+      NODE_OPTIONS: '--max-semi-space-size=4',
+      MALLOC_MMAP_THRESHOLD_: '131072',
+      MALLOC_TRIM_THRESHOLD_: '131072',
+    },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
   });
   const reader = sys.reader!;
@@ -204,9 +210,12 @@ async function main(): Promise<void> {
       ]);
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const cpuBefore = loopCpuMs(reader.pid);
       await once(child, 'exit');
+      const cpu = loopCpuMs(reader.pid) - cpuBefore;
       const counts = Object.entries(JSON.parse(out) as Record<string, number>);
-      return counts.map(([s, n]) => `${n}× ${s}`).join(', ');
+      const answers = counts.reduce((a, [, n]) => a + n, 0);
+      return `${counts.map(([s, n]) => `${n}× ${s}`).join(', ')}; reader loop CPU ${(cpu / answers).toFixed(3)} ms per answer`;
     });
   await sleep(12_000);
   const afterA = memOf(reader.pid).rss;
@@ -323,7 +332,7 @@ async function main(): Promise<void> {
   const out = [
     machineLine(machine),
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread), both with the Docker image's \`MALLOC_ARENA_MAX=2\` and \`--max-semi-space-size=4\`. Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
+    `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; the machine was shared with other work. Processes: watcher+worker, and the reader (measured) with \`deltas\` at their defaults (8 MiB, 1 s, 1 thread), both with the Docker image's \`MALLOC_ARENA_MAX=2\`, \`MALLOC_MMAP_THRESHOLD_\` and \`MALLOC_TRIM_THRESHOLD_=131072\` and \`--max-semi-space-size=4\`. Each pattern runs ${args.seconds} s (the idle reader and (b) half that); loop delay is the reader's own (monitorEventLoopDelay, 1 ms resolution); the steady client asks /v1/files and /healthz in turn, 10 ms apart.`,
     '',
     table(
       [

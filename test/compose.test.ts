@@ -256,7 +256,7 @@ describe('Dockerfile and .dockerignore', () => {
     for (const what of ['packages/client/package.json', 'packages/client/src', 'packages/client/bin']) expect(dockerfile).toContain(`COPY ${what}`);
   });
 
-  it('runs Node with the memory settings the memory bench measured (two malloc arenas, a 4 MB young generation)', () => {
+  it('runs Node with the memory settings the memory and stall benches measured (two malloc arenas, big blocks mapped and freed memory returned, a 4 MB young generation)', () => {
     const envBlock = /^ENV ((?:.*\\\n)*.*)$/m.exec(runtime)?.[1] ?? '';
     const vars = Object.fromEntries(
       envBlock
@@ -266,6 +266,8 @@ describe('Dockerfile and .dockerignore', () => {
         .map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]),
     );
     expect(vars.MALLOC_ARENA_MAX).toBe('2');
+    expect(vars.MALLOC_MMAP_THRESHOLD_).toBe('131072');
+    expect(vars.MALLOC_TRIM_THRESHOLD_).toBe('131072');
     expect(vars.NODE_OPTIONS).toBe('--max-semi-space-size=4');
   });
 

@@ -36,6 +36,17 @@ export function cpuMs(pid: number): number {
   return user + system;
 }
 
+/** User + system CPU time of a process's main thread (its event loop; worker threads, libuv's pool and V8's helpers left out), ms. */
+export function loopCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export const cpuMsOf = (pids: readonly number[]): number => pids.reduce((s, p) => s + cpuMs(p), 0);
 
 /** VmRSS and VmHWM (peak RSS) in bytes. */
