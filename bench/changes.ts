@@ -14,7 +14,7 @@
  *    then the same streams on a bare node:http server of events (bare-fanout.ts), the floor of
  *    a Node server on this machine, for the CPU per event written and the RSS per stream.
  */
-import { rename, writeFile } from 'node:fs/promises';
+import { readdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
@@ -24,16 +24,17 @@ import { Dropper } from './lib/dropper.js';
 import { docTemplate, version, type DocTemplate } from './lib/drops.js';
 import { runLoad, loadTool } from './lib/load.js';
 import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
+import { builtEntry, OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
-import { cpuMs, memOf, quiesce } from './lib/proc.js';
+import { cpuMsOf, memOf, quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
 import { dropAndPoll, waitDrained } from './lib/rounds.js';
-import { log, runMain } from './lib/run.js';
+import { log, runMain, tempDir } from './lib/run.js';
+import { summarizeProfile } from './lib/profile.js';
 import { BareFanout } from './lib/bare-fanout.js';
 import { fanOutReport, type FanOutResult } from './lib/fanout-report.js';
 import { ClientsChild, SseSocket } from './lib/sse-clients.js';
-import { fmtMs, median, nowMs, quantile } from './lib/stats.js';
+import { fmtInt, fmtMs, median, nowMs, quantile } from './lib/stats.js';
 
 const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
   drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },
@@ -61,6 +62,16 @@ const args = benchArgs('Change feed: rename → SSE event latency, long-poll ans
   'fan-conflate': { type: 'number', default: 1000, description: 'then the same streams with ?conflate=MS, for the reader CPU against unconflated (0: skip)' },
   'load-seconds': { type: 'number', default: 5, quick: 2, description: 'seconds of /v1/data load, with and without the streams' },
   'load-connections': { type: 'number', default: 16, quick: 4, description: 'connections of the /v1/data load' },
+  bin: {
+    type: 'string',
+    description: "another build's checkout to run instead of this one's (its dist/bin/oddsfiles.js), e.g. the commit before a change, built",
+  },
+  processes: {
+    type: 'number',
+    default: 1,
+    description: 'reader processes sharing the port (`start --roles reader --processes N`); CPU and RSS are their sums',
+  },
+  'cpu-prof': { type: 'boolean', description: 'profile the reader process(es) (node --cpu-prof) and print where their time went, by file and function' },
   part: { type: 'strings', description: 'run only this part: latency, long-poll or fan-out (repeatable; default all three)' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
@@ -85,7 +96,10 @@ interface Bench {
   readonly base: string;
   /** The key of the background streams (`--bg-scope`). */
   readonly bgKey: string;
-  readonly readerPid: number;
+  /** The reader processes' CPU time so far, ms (summed; a process started again counts from its start). */
+  readerCpu(): number;
+  /** The reader processes' RSS now (summed), bytes. */
+  readerRss(): number;
   /** The reader's RSS once started. */
   readonly rssStart: number;
   /** The reference stream client, and every event it got, by the ETag of its version. */
@@ -101,7 +115,7 @@ interface Bench {
   /** Rename a new version of `t` into the inbox; its rename time, and its event at `ref`. */
   drop(t: DocTemplate): Promise<{ t0: number; event: Promise<SseEvent | undefined> }>;
   openStreams(n: number, key: string, sampleEvery: number, url?: string): Promise<number>;
-  latencies(t0: [number, number][]): Promise<{ ms: number[]; missing: number; behind: number }>;
+  latencies(t0: [number, number][], keep?: boolean): Promise<{ ms: number[]; missing: number; behind: number }>;
   pids(): number[];
 }
 
@@ -114,7 +128,7 @@ interface LongPolls {
 }
 
 /** One deployment with a process per role, a key, the reference stream client, the poller and the client processes. */
-async function setUp(): Promise<Bench> {
+async function setUp(profileDir: string | undefined): Promise<Bench> {
   const machine = machineInfo();
   log(machineLine(machine));
   const template = docTemplate(MEASURED, args.kb * 1024);
@@ -123,12 +137,19 @@ async function setUp(): Promise<Bench> {
     shape: 'split',
     config: { plans: { pro: { allow: ['*'], ...PLAN }, measured: { allow: [MEASURED.filename], ...PLAN } } },
     env: envOf(args.env),
+    ...(args.bin ? { bin: builtEntry(args.bin) } : {}),
+    reader: {
+      args: args.processes > 1 ? ['--processes', String(args.processes)] : [],
+      nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    },
   });
   const base = sys.readerUrl!;
   const created = await runCli(sys.env, ['keys', 'create', '--name', 'bench-measured', '--plan', 'measured']);
   if (created.code !== 0) throw new Error(`keys create failed: ${created.stderr}`);
-  const readerPid = sys.reader!.pid;
-  const rssStart = memOf(readerPid).rss;
+  // Under --processes the supervisor's CPU counts too (it does little); RSS is the serving processes'.
+  const readerCpu = () => cpuMsOf([sys.reader!.pid, ...sys.readerPids.filter((p) => p !== sys.reader!.pid)]);
+  const readerRss = () => sys.readerPids.reduce((s, p) => s + memOf(p).rss, 0);
+  const rssStart = readerRss();
 
   const seen = new Map<string, SseEvent>();
   const waiting = new Map<string, (e: SseEvent | undefined) => void>();
@@ -156,7 +177,8 @@ async function setUp(): Promise<Bench> {
     sys,
     base,
     bgKey: args['bg-scope'] === 'all' ? sys.key : created.stdout.trim(),
-    readerPid,
+    readerCpu,
+    readerRss,
     rssStart,
     ref,
     seen,
@@ -188,8 +210,8 @@ async function setUp(): Promise<Bench> {
       if (opened < n) log(`only ${opened} of ${n} streams opened: ${r.find((x) => x.error)?.error}`);
       return opened;
     },
-    async latencies(t0) {
-      const r = await Promise.all(children.map((c) => c.latencies(t0)));
+    async latencies(t0, keep) {
+      const r = await Promise.all(children.map((c) => c.latencies(t0, keep)));
       return { ms: r.flatMap((x) => x.ms), missing: r.reduce((s, x) => s + x.missing, 0), behind: r.reduce((s, x) => s + x.behind, 0) };
     },
     pids: () => [...sys.pids(), ...children.map((c) => c.pid)],
@@ -253,11 +275,11 @@ async function measureLongPoll(bench: Bench): Promise<LongPolls> {
     const share = Math.ceil(args.waiters / bench.children.length);
     await Promise.all(bench.children.map((c) => c.wait(bench.base, bench.sys.key, share, head, 30)));
     await sleep(2000);
-    const cpu0 = cpuMs(bench.readerPid);
+    const cpu0 = bench.readerCpu();
     const d = await bench.drop(bench.template);
     const e = await mustHave(d.event);
     const answers = await Promise.all(bench.children.map((c) => c.waited()));
-    lpCpuMs += cpuMs(bench.readerPid) - cpu0;
+    lpCpuMs += bench.readerCpu() - cpu0;
     for (const a of answers) {
       lpAnswered += a.withChange;
       for (const at of a.at) {
@@ -271,6 +293,10 @@ async function measureLongPoll(bench: Bench): Promise<LongPolls> {
 
   return { lp, lpRename, lpAnswered, lpCpuMs };
 }
+
+/** Spans of the fan-out part on the clock of V8's CPU profiles (monotonic, µs), to cut the reader's profile (`--cpu-prof`). */
+const spans: { label: string; fromUs: number; toUs: number }[] = [];
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
 
 /** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
 function dropLoop(bench: Bench, rate: number): () => Promise<{ t0: [number, number][]; skipped: number }> {
@@ -310,22 +336,31 @@ async function loadData(bench: Bench) {
 async function measureFanOut(bench: Bench): Promise<FanOutResult> {
   const without = await loadData(bench);
   await quiesce(bench.pids());
-  const rss0 = memOf(bench.readerPid).rss;
+  const rss0 = bench.readerRss();
   const t1 = Date.now();
   const n = await bench.openStreams(args.streams, bench.sys.key, args.sample);
   log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
   await quiesce(bench.pids(), { maxMs: 10_000 });
-  const rssOpen = memOf(bench.readerPid).rss;
+  const rssOpen = bench.readerRss();
   let rssMax = rssOpen;
-  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, memOf(bench.readerPid).rss)), 250);
-  const cpu0 = cpuMs(bench.readerPid);
+  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, bench.readerRss())), 250);
+  const cpu0 = bench.readerCpu();
+  const fromUs = monoUs();
   const stopFan = dropLoop(bench, args['fan-rate']);
   await sleep(args['fan-seconds'] * 1000);
   const { t0: fanT0, skipped } = await stopFan();
   await sleep(2000);
-  const cpuFan = cpuMs(bench.readerPid) - cpu0;
+  const cpuFan = bench.readerCpu() - cpu0;
+  spans.push({ label: `${n} streams, changes at ${args['fan-rate']}/s`, fromUs, toUs: monoUs() });
+  const refAt = new Map([...bench.seen.values()].map((e) => [e.id, e.at]));
+  // The broadcast's spread: each sampled stream's receive time after the reference client's, the
+  // first stream written to (the ingest path left out).
+  const spread = await bench.latencies(
+    fanT0.map(([id]) => [id, refAt.get(id)!]),
+    true,
+  );
   const fan = await bench.latencies(fanT0);
-  const fanRef = fanT0.map(([id, t0]) => [...bench.seen.values()].find((s) => s.id === id)!.at - t0);
+  const fanRef = fanT0.map(([id, t0]) => refAt.get(id)! - t0);
   const withStreams = await loadData(bench);
   clearInterval(rssTimer);
   await Promise.all(bench.children.map((c) => c.closeAll()));
@@ -337,6 +372,9 @@ async function measureFanOut(bench: Bench): Promise<FanOutResult> {
   await quiesce([...bench.pids(), bare.pid], { maxMs: 10_000 });
   const bareOpen = (await bare.idle()).rss;
   const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes);
+  // What the machine leaves /v1/data when these events go to these clients at all: the reader's
+  // /v1/data (its streams closed) while the bare server writes the same events.
+  const [, withBare] = await Promise.all([bare.run(args['fan-rate'], args['load-seconds'] + 2, bench.frameBytes), sleep(1000).then(() => loadData(bench))]);
   await Promise.all(bench.children.map((c) => c.closeAll()));
   bare.stop();
   const floors: { name: string; cpuMs: number; writes: number; rssStart: number; rssOpen: number; n: number }[] = [];
@@ -344,6 +382,7 @@ async function measureFanOut(bench: Bench): Promise<FanOutResult> {
   const r = {
     without,
     withStreams,
+    withBare,
     rss0,
     rssOpen,
     rssMax,
@@ -352,6 +391,7 @@ async function measureFanOut(bench: Bench): Promise<FanOutResult> {
     fanT0,
     skipped,
     fanRef,
+    spread: spread.ms,
     cpuFan,
     conflated,
     floors,
@@ -374,19 +414,55 @@ async function measureFloor(bench: Bench, name: string) {
   return { cpuMs: r.cpuMs, writes: r.writes, rssStart, rssOpen, n };
 }
 
-/** The same streams asking for `?conflate=`: the reader's CPU for the same seconds of changes. */
-async function measureConflated(bench: Bench) {
-  const n = await bench.openStreams(args.streams, bench.sys.key, 0, `${bench.base}?conflate=${args['fan-conflate']}`);
+/** The reader's CPU for `--fan-seconds` of changes at `--fan-rate` (and 2 s after), with what is open now. */
+async function changesCpu(bench: Bench, label: string) {
   await quiesce(bench.pids(), { maxMs: 10_000 });
-  const cpu0 = cpuMs(bench.readerPid);
+  const cpu0 = bench.readerCpu();
+  const fromUs = monoUs();
   const stop = dropLoop(bench, args['fan-rate']);
   await sleep(args['fan-seconds'] * 1000);
   const { t0 } = await stop();
   await sleep(2000);
-  const cpu = cpuMs(bench.readerPid) - cpu0;
+  spans.push({ label, fromUs, toUs: monoUs() });
+  return { cpu: bench.readerCpu() - cpu0, changes: t0.length };
+}
+
+/**
+ * The same streams asking for `?conflate=`: the reader's CPU for the same seconds of changes; and
+ * with no stream open, the part of it no stream causes (installing each version, the feed).
+ */
+async function measureConflated(bench: Bench) {
+  const idle = await changesCpu(bench, 'no streams, the same changes');
+  const n = await bench.openStreams(args.streams, bench.sys.key, 0, `${bench.base}?conflate=${args['fan-conflate']}`);
+  const { cpu, changes } = await changesCpu(bench, `${n} streams ?conflate=${args['fan-conflate']}`);
   await Promise.all(bench.children.map((c) => c.closeAll()));
-  log(`fan-out conflated: ${n} streams, reader CPU ${cpu} ms for ${t0.length} changes`);
-  return { n, cpu, changes: t0.length };
+  log(`fan-out conflated: ${n} streams, reader CPU ${cpu} ms for ${changes} changes; no streams: ${idle.cpu} ms for ${idle.changes}`);
+  return { n, cpu, changes, idle };
+}
+
+/** The reader processes' CPU profiles (`--cpu-prof`): self time by file and the top functions. */
+async function profileReport(dir: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const f of await readdir(dir))
+    for (const span of [undefined, ...spans]) {
+      const s = summarizeProfile(join(dir, f), 25, span);
+      lines.push(`### reader profile ${f}${span ? `, ${span.label}` : ', whole run'}: ${fmtInt(s.busyMs)} ms busy`, '');
+      lines.push(
+        table(
+          ['self time by package / file', 'ms', 'share'],
+          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+      lines.push(
+        table(
+          ['top functions (self)', 'ms', 'share'],
+          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+    }
+  return lines;
 }
 
 /** The report: every part run, against its target. */
@@ -431,6 +507,7 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
       fanConflate: args['fan-conflate'],
       frameBytes: bench.frameBytes,
       rssStart: bench.rssStart,
+      processes: args.processes,
       afterOtherParts: runs('latency') || runs('long-poll'),
       load: `${loadTool}, ${args['load-connections']} connections, ${args['load-seconds']} s`,
       kb: args.kb,
@@ -451,12 +528,18 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
 }
 
 async function main(): Promise<void> {
-  const bench = await setUp();
+  const profileDir = args['cpu-prof'] ? await tempDir('changes-prof') : undefined;
+  const bench = await setUp(profileDir);
   const lat = runs('latency') ? await measureLatency(bench) : {};
   const lps = runs('long-poll') ? await measureLongPoll(bench) : undefined;
   const fo = runs('fan-out') ? await measureFanOut(bench) : undefined;
   bench.ref.close();
   bench.poller.close();
+  if (profileDir) {
+    // The profiles are written as the processes exit.
+    await bench.sys.stop();
+    process.stdout.write(`\n${(await profileReport(profileDir)).join('\n')}\n`);
+  }
   // A partial run (--part) prints its report only.
   await publishReport('changes', report(bench, lat, lps, fo), !args['no-doc'] && !args.quick && args.part.length === 0);
 }

@@ -64,6 +64,7 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   env: { type: 'strings', description: 'NAME=VALUE in the environment of the oddsfiles processes (e.g. UV_THREADPOOL_SIZE=8)' },
   'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
   'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
+  'variant-carry-max-bytes': { type: 'number', description: 'adds a system, one process per role, with this ingest.carry_max_bytes (0: carrying off)' },
   baseline: {
     type: 'string',
     description:
@@ -96,7 +97,8 @@ const SYSTEM_CONFIG = Object.keys(INGEST_CONFIG).length === 0 ? undefined : { in
 const EXTRA_ENV = envOf(args.env);
 const VARIANT_CONCURRENCY = args['variant-concurrency'];
 const VARIANT_ENV = envOf(args['variant-env'], 'variant-env');
-const VARIANT = VARIANT_CONCURRENCY !== undefined || Object.keys(VARIANT_ENV).length > 0;
+const VARIANT_CARRY = args['variant-carry-max-bytes'];
+const VARIANT = VARIANT_CONCURRENCY !== undefined || VARIANT_CARRY !== undefined || Object.keys(VARIANT_ENV).length > 0;
 const STORE = args.store;
 const BASELINE = args.baseline === undefined ? undefined : builtEntry(args.baseline);
 const MEASURED = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
@@ -163,12 +165,20 @@ async function startTargets(): Promise<Target[]> {
     ? await OddsfilesSystem.start({
         label: 'fresh-variant',
         shape: 'split',
-        config: { ...SYSTEM_CONFIG, ingest: { ...SYSTEM_CONFIG?.ingest, ...(VARIANT_CONCURRENCY === undefined ? {} : { concurrency: VARIANT_CONCURRENCY }) } },
+        config: {
+          ...SYSTEM_CONFIG,
+          ingest: {
+            ...SYSTEM_CONFIG?.ingest,
+            ...(VARIANT_CONCURRENCY === undefined ? {} : { concurrency: VARIANT_CONCURRENCY }),
+            ...(VARIANT_CARRY === undefined ? {} : { carry_max_bytes: VARIANT_CARRY }),
+          },
+        },
         env: { ...(s3 ? storeEnv('fresh-variant') : {}), ...EXTRA_ENV, ...VARIANT_ENV },
       })
     : undefined;
   const variantName = `oddsfiles (process per role, ${[
     ...(VARIANT_CONCURRENCY === undefined ? [] : [`concurrency ${VARIANT_CONCURRENCY}`]),
+    ...(VARIANT_CARRY === undefined ? [] : [`carry_max_bytes ${VARIANT_CARRY}`]),
     ...Object.entries(VARIANT_ENV).map(([k, v]) => `${k}=${v}`),
   ].join(', ')})`;
   const baseline = BASELINE

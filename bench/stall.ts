@@ -8,11 +8,14 @@
  * reader's RSS. Then the size of a one-version-behind patch against the gzip whole file (200 KB),
  * and the reader's CPU per answer of that patch against its 304.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
@@ -92,14 +95,14 @@ async function main(): Promise<void> {
   const otherKey = other.stdout.trim();
 
   // --- measuring ----------------------------------------------------------------------------
-  const loop = async (): Promise<{ p99: number; max: number; atUs: number }> => {
+  const loop = async (): Promise<{ p99: number; max: number; atUs: number; mem?: Record<string, number> }> => {
     const path = join(probeDir, `loop-${reader.pid}.json`);
     const before = await readFile(path, 'utf8').catch(() => '{"n":-1}');
     process.kill(reader.pid, 'SIGUSR2');
     for (;;) {
       await sleep(20);
       const now = await readFile(path, 'utf8').catch(() => before);
-      if (now !== before && now.length > 0) return JSON.parse(now) as { p99: number; max: number; atUs: number };
+      if (now !== before && now.length > 0) return JSON.parse(now) as { p99: number; max: number; atUs: number; mem?: Record<string, number> };
     }
   };
   let steady: number[] = [];
@@ -144,12 +147,21 @@ async function main(): Promise<void> {
   const rows: string[][] = [];
   /** Each pattern's span on the reader's profile clock. */
   const spans: { label: string; fromUs: number; toUs: number }[] = [];
+  /** The reader's memory as process.memoryUsage() tells it, MB. */
+  const memLine = (m: Record<string, number> | undefined) =>
+    m === undefined ? '' : ['rss', 'heapTotal', 'heapUsed', 'external', 'arrayBuffers'].map((k) => `${k} ${((m[k] ?? 0) / MB).toFixed(0)}`).join(', ');
   const phase = async (label: string, run: () => Promise<string>) => {
-    const fromUs = (await loop()).atUs; // reset
+    const first = await loop(); // reset
+    const fromUs = first.atUs;
+    log(`${label}: reader memory before (MB): ${memLine(first.mem)}`);
     steady = [];
     steadyErrors = 0;
     rssPeak = memOf(reader.pid).rss;
+    const own = monitorEventLoopDelay({ resolution: 1 });
+    own.enable();
     const note = await run();
+    own.disable();
+    log(`${label}: this process's loop delay p99 ${(own.percentile(99) / 1e6).toFixed(1)} ms`);
     const l = await loop();
     spans.push({ label, fromUs, toUs: l.atUs });
     const p99 = quantile(steady, 0.99);
@@ -161,6 +173,7 @@ async function main(): Promise<void> {
       `${(publishedBytes() / MB).toFixed(1)} MB`,
       note,
     ]);
+    log(`${label}: reader memory after (MB): ${memLine(l.mem)}`);
     log(
       `${label}: loop p99 ${l.p99.toFixed(1)} ms, steady p99 ${p99.toFixed(1)} ms (${steadyErrors} errors), RSS peak ${(rssPeak / MB).toFixed(0)} MB; ${note}`,
     );
@@ -184,25 +197,20 @@ async function main(): Promise<void> {
 
   if (args.only.includes('a'))
     await phase('(a) deltas of a 5 MB file, 8 bases in rotation, 4 clients', async () => {
-      const counts = new Map<number, number>();
-      const end = Date.now() + args.seconds * 1000;
-      await Promise.all(
-        [0, 1, 2, 3].map(async (c) => {
-          for (let r = c; Date.now() < end; r++) {
-            const res = await get(`${url}/v1/data/${DELTA}`, {
-              'x-api-key': sys.key,
-              'a-im': 'json-patch',
-              'if-none-match': etags[r % 8]!,
-              'accept-encoding': 'gzip',
-            });
-            counts.set(res.status, (counts.get(res.status) ?? 0) + 1);
-          }
-        }),
-      );
-      return [...counts].map(([s, n]) => `${n}× ${s}`).join(', ');
+      // In a process of their own: in this one their answers would delay the steady client's.
+      const child = spawn(process.execPath, [
+        resolve('bench/lib/delta-clients-child.mjs'),
+        JSON.stringify({ url, key: sys.key, name: DELTA, etags: etags.slice(0, 8), clients: 4, seconds: args.seconds }),
+      ]);
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      await once(child, 'exit');
+      const counts = Object.entries(JSON.parse(out) as Record<string, number>);
+      return counts.map(([s, n]) => `${n}× ${s}`).join(', ');
     });
   await sleep(12_000);
   const afterA = memOf(reader.pid).rss;
+  log(`12 s after (a): reader memory (MB): ${memLine((await loop()).mem)}`);
 
   const BIG = 'site_pregame_bluewater_soccer.json';
   const big = generateDocument(feedOf(BIG), { targetBytes: args['big-mb'] * 1e6, generatedAt: new Date(Date.now() - 1000).toISOString() });
@@ -217,6 +225,7 @@ async function main(): Promise<void> {
     });
   await sleep(12_000);
   const afterB = memOf(reader.pid).rss;
+  log(`12 s after (b): reader memory (MB): ${memLine((await loop()).mem)}`);
 
   const SMALL = EXAMPLE_FEEDS.filter((f) => f.filename !== DELTA && f.filename !== BIG)
     .slice(0, 20)

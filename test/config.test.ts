@@ -235,6 +235,17 @@ describe('the config file', () => {
     expect(configError().message).toContain('sync_io_max_bytes');
   });
 
+  it('ingest.carry_max_bytes: 0 by default on a filesystem store, 256 KiB on S3; a set value wins on either', async () => {
+    expect(load().ingest.carryMaxBytes).toBe(0);
+    expect(load({ STORE_URL: '/srv/store' }).ingest.carryMaxBytes).toBe(0);
+    expect(load({ STORE_URL: 's3://odds-bucket/prod' }).ingest.carryMaxBytes).toBe(262_144);
+    await yaml('ingest: { carry_max_bytes: 65536 }\n');
+    expect(load().ingest.carryMaxBytes).toBe(65_536);
+    expect(load({ STORE_URL: 's3://odds-bucket/prod' }).ingest.carryMaxBytes).toBe(65_536);
+    await yaml('ingest: { carry_max_bytes: 0 }\n');
+    expect(load({ STORE_URL: 's3://odds-bucket/prod' }).ingest.carryMaxBytes).toBe(0);
+  });
+
   it('reader.request_log: all by default, errors and off allowed, anything else refused; merged with the other reader settings', async () => {
     expect(load().reader.requestLog).toBe('all');
     await yaml('reader: { request_log: errors }\n');

@@ -38,9 +38,11 @@ describe('reader end to end', () => {
     const dataDir = await makeDataDir('e2e-reader');
     // The default plans' rates (free: 30 a minute) would cut the downloads below short: same
     // allow-lists, rates out of the way (rate limits have their own tests: test/ratelimit.*).
+    // Versions are carried to the reader-only process, as on S3 (the last test).
     await writeFile(
       join(dataDir, 'oddsfiles.yaml'),
-      'plans:\n  free: { allow: ["site_pregame_*"], rate: { max: 100000, per: 1m } }\n  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }\n',
+      'plans:\n  free: { allow: ["site_pregame_*"], rate: { max: 100000, per: 1m } }\n  pro: { allow: ["*"], rate: { max: 100000, per: 1m } }\n' +
+        'ingest:\n  carry_max_bytes: 262144\n',
     );
     env = baseEnv(dataDir, prefix);
     svc = await startOddsfiles(env);

@@ -8,6 +8,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { workerScript } from '../src/paths.js';
+import { buildHeapMb } from '../src/reader/deltas/delta.js';
 import { createPool, PoolBusy, type Pool } from '../src/reader/deltas/pool.js';
 
 const FIXTURE = new URL('./fixtures/pool-worker.mjs', import.meta.url);
@@ -79,5 +80,17 @@ describe('what the deltas threads build', () => {
     expect(await pool.run<Reply>(() => ({ message: { to: bytes('{"x":1e400}'), from: bytes('{"x":1}') } }))).toEqual({ digest: null, patches: {} });
     await expect(pool.run(() => ({ message: { to: bytes('{"x":') } }))).rejects.toThrow();
     expect((await pool.run<Reply>(() => ({ message: { to: bytes('{"x":1}') } }))).digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("a pair larger than the thread's heap allows fails alone (the reader answers the whole file); the next is answered", async () => {
+    // The heap a reader gives its threads for files up to 1 MiB; these documents are about 9 MB.
+    const pool = poolOf({
+      script: workerScript(new URL('../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js'),
+      maxHeapMb: buildHeapMb(1024 * 1024),
+    });
+    const doc = (shift: number) => Array.from({ length: 150_000 }, (_, i) => ({ id: i, odds: [(i + shift) / 7, i / 3], name: `selection ${i}` }));
+    await expect(pool.run(() => ({ message: { to: bytes(doc(1)), from: bytes(doc(0)) } }))).rejects.toThrow(/memory/);
+    const r = await pool.run<Reply>(() => ({ message: { to: bytes({ a: [1, 2, 3] }), from: bytes({ a: [1, 2] }) } }));
+    expect(Object.keys(r.patches).sort()).toEqual(['json-patch', 'merge-patch']);
   });
 });

@@ -6,6 +6,8 @@ export interface FanOutResult {
   readonly fan: { readonly ms: number[]; readonly missing: number; readonly behind: number };
   readonly fanT0: [number, number][];
   readonly fanRef: number[];
+  /** Receive time at each sampled stream after the reference client's (the broadcast's spread). */
+  readonly spread: number[];
   readonly skipped: number;
   /** Reader CPU while the changes flowed, ms. */
   readonly cpuFan: number;
@@ -14,7 +16,10 @@ export interface FanOutResult {
   readonly rssMax: number;
   readonly without: { readonly rps: number; readonly p99ms: number };
   readonly withStreams: { readonly rps: number; readonly p99ms: number };
-  readonly conflated: { readonly n: number; readonly cpu: number; readonly changes: number } | undefined;
+  /** The same /v1/data load, the reader's streams closed, while the bare server writes the same events to the same clients. */
+  readonly withBare: { readonly rps: number; readonly p99ms: number };
+  readonly conflated:
+    { readonly n: number; readonly cpu: number; readonly changes: number; readonly idle: { readonly cpu: number; readonly changes: number } } | undefined;
   readonly floors: readonly { name: string; cpuMs: number; writes: number; rssStart: number; rssOpen: number; n: number }[];
   readonly bare: { n: number; rssStart: number; rssOpen: number; rssMax: number; writes: number; cpuMs: number };
 }
@@ -28,6 +33,8 @@ export interface FanOutReportOptions {
   readonly frameBytes: number;
   /** The reader's RSS once started. */
   readonly rssStart: number;
+  /** Reader processes (`--processes`): the RSS budget is per process, the figures their sums. */
+  readonly processes: number;
   readonly afterOtherParts: boolean;
   /** The /v1/data load: tool, connections, seconds. */
   readonly load: string;
@@ -41,23 +48,30 @@ export function fanOutReport(fo: FanOutResult, o: FanOutReportOptions): { rows: 
   const MB = 2 ** 20;
   const rows: string[][] = [];
   const notes: string[] = [];
-  const rssLimit = 100 * MB + fo.n * 10 * 1024;
+  const rssLimit = o.processes * 100 * MB + fo.n * 10 * 1024;
   const ratio = fo.withStreams.rps / fo.without.rps;
   const writes = fo.n * fo.fanT0.length;
   rows.push([
-    `fan-out: ${fo.n} streams, ${o.fanRate} changes/s, rename → event at ${fo.fan.ms.length / Math.max(1, fo.fanT0.length)} sampled streams`,
+    `fan-out: ${fo.n} streams${o.processes > 1 ? ` on ${o.processes} reader processes` : ''}, ${o.fanRate} changes/s, rename → event at ${fo.fan.ms.length / Math.max(1, fo.fanT0.length)} sampled streams`,
     `${pct(fo.fan.ms)} ms`,
     'p99 ≤ 100 ms',
     verdict(quantile(fo.fan.ms, 0.99) <= 100 && fo.n >= o.streams),
   ]);
   rows.push(['  the same at the reference client', `${pct(fo.fanRef)} ms`, '', '']);
+  rows.push(['  the reference client (written to first) → the sampled streams', `${pct(fo.spread)} ms`, '', '']);
   rows.push([
-    `fan-out: reader RSS, peak with the streams open`,
+    `fan-out: reader RSS, peak with the streams open${o.processes > 1 ? ` (${o.processes} processes summed)` : ''}`,
     `${(fo.rssMax / MB).toFixed(0)} MB`,
     `≤ ${(rssLimit / MB).toFixed(0)} MB`,
     verdict(fo.rssMax <= rssLimit),
   ]);
   rows.push([`fan-out: /v1/data throughput with the streams / without`, fmtX(ratio), '≥ 0.80×', verdict(ratio >= 0.8)]);
+  rows.push([
+    '  for comparison: /v1/data while the bare node:http server writes the same events to the same clients / without',
+    fmtX(fo.withBare.rps / fo.without.rps),
+    '',
+    '',
+  ]);
   const b = fo.bare;
   const cpuRatio = (fo.cpuFan / Math.max(1, writes)) * (b.writes / Math.max(1, b.cpuMs));
   rows.push([
@@ -88,9 +102,16 @@ export function fanOutReport(fo: FanOutResult, o: FanOutReportOptions): { rows: 
       '≤ 0.20×',
       verdict(c <= 0.2),
     ]);
+    const idle = fo.conflated.idle;
+    rows.push([
+      `  for comparison: the same changes with no stream open`,
+      `${idle.cpu} ms (${idle.changes} changes): the streams' part ${fo.conflated.cpu - idle.cpu} / ${fo.cpuFan - idle.cpu} ms, ${fmtX((fo.conflated.cpu - idle.cpu) / Math.max(1, fo.cpuFan - idle.cpu))}`,
+      '',
+      '',
+    ]);
   }
   notes.push(
-    `Fan-out: ${fo.n} of ${o.streams} streams opened on the one reader; every ${o.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (o.fanSeconds + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(o.rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${o.afterOtherParts ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${o.fanRate} frames/s of ${o.frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${o.kb} KB file (${o.load}, while changes flow at ${o.fanRate}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} ms).`,
+    `Fan-out: ${fo.n} of ${o.streams} streams opened on ${o.processes > 1 ? `${o.processes} reader processes sharing the port` : 'the one reader'}; every ${o.sample}-th timed its events; ${fo.fanT0.length} changes timed (${fo.skipped} drops replaced in the inbox by the next before they were claimed, so never published); ${fo.fan.missing} sampled events missing, ${fo.fan.behind} streams behind at the end. Reader CPU while changes flowed: ${fmtMs(fo.cpuFan / (o.fanSeconds + 2) / 10)} % of a core, ${fmtMs((fo.cpuFan * 1000) / Math.max(1, writes))} µs per event written (${writes} writes). Reader RSS ${(o.rssStart / MB).toFixed(0)} MB once started, ${(fo.rss0 / MB).toFixed(0)} MB just before the streams opened${o.afterOtherParts ? ' (after the parts above)' : ''}, ${(fo.rssOpen / MB).toFixed(0)} MB with the streams open and idle, ${(fo.rssMax / MB).toFixed(0)} MB peak while changes flowed: ${fmtMs((fo.rssMax - fo.rss0) / Math.max(1, fo.n) / 1024)} KB per stream. Bare node:http reference (the same clients, ${b.n} streams, ${o.fanRate} frames/s of ${o.frameBytes} bytes): ${fmtMs((b.cpuMs * 1000) / Math.max(1, b.writes))} µs of CPU per event written (${b.writes} writes), RSS ${(b.rssStart / MB).toFixed(0)} MB started, ${(b.rssOpen / MB).toFixed(0)} MB with the streams open, ${(b.rssMax / MB).toFixed(0)} MB peak while writing. /v1/data of a ${o.kb} KB file (${o.load}, while changes flow at ${o.fanRate}/s): ${Math.round(fo.without.rps)} req/s without the streams, ${Math.round(fo.withStreams.rps)} req/s with them, ${Math.round(fo.withBare.rps)} req/s while the bare server wrote the events (p99 ${fmtMs(fo.without.p99ms)} / ${fmtMs(fo.withStreams.p99ms)} / ${fmtMs(fo.withBare.p99ms)} ms).`,
   );
   return { rows, notes };
 }

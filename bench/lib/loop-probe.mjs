@@ -1,7 +1,8 @@
 // Loaded with `node --import` into a bench's oddsfiles processes: the event-loop delay
 // (perf_hooks.monitorEventLoopDelay, 1 ms resolution) since the last SIGUSR2, written to
 // $LOOP_PROBE_DIR/loop-<pid>.json on each SIGUSR2, then reset; with the time of the signal on the
-// clock of V8's CPU profiles (monotonic, µs), so that a profile can be cut to the span between two.
+// clock of V8's CPU profiles (monotonic, µs), so that a profile can be cut to the span between two;
+// and process.memoryUsage() at that moment (what the heap, Buffers and the rest of RSS hold).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -13,7 +14,7 @@ if (dir) {
   let n = 0;
   process.on('SIGUSR2', () => {
     const ms = (ns) => ns / 1e6;
-    const out = { n: n++, p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, atUs: Number(process.hrtime.bigint() / 1000n) };
+    const out = { n: n++, p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, mem: process.memoryUsage(), atUs: Number(process.hrtime.bigint() / 1000n) };
     writeFileSync(join(dir, `loop-${process.pid}.json`), JSON.stringify(out));
     h.reset();
   });

@@ -47,6 +47,8 @@ export interface OddsfilesOptions {
   readonly nodeArgs?: readonly string[];
   /** The entry point to run (default: this checkout's dist/bin/oddsfiles.js), e.g. an older build's for an A/B. */
   readonly bin?: string;
+  /** The reader role's process alone: more arguments (e.g. --processes 2) and node options (e.g. --cpu-prof). */
+  readonly reader?: { readonly args?: readonly string[]; readonly nodeArgs?: readonly string[] };
 }
 
 /**
@@ -70,6 +72,8 @@ export class OddsfilesSystem {
   readonly kind = 'oddsfiles';
   readonly procs: OddsfilesProcess[] = [];
   readerUrl: string | undefined;
+  /** The processes serving the reader: the reader's own, or those it supervises (`--processes`). */
+  readerPids: number[] = [];
   key = '';
   /** A publisher key for every filename (PUT /v1/data), when the system has a reader. */
   publisherKey = '';
@@ -119,10 +123,16 @@ export class OddsfilesSystem {
     for (let i = 0; i < (opts.extraWorkers ?? 0); i++) layout.push(['worker', `extra${i}-worker`]);
     // One after another: each creates the inbox, the queue... on its start.
     for (const [roles, name] of layout) {
-      const p = new OddsfilesProcess(env, ['start', '--roles', roles], join(dataDir, `${name}.log`), roles.split(','), opts.nodeArgs, opts.bin);
+      const reads = roles.split(',').includes('reader');
+      const args = ['start', '--roles', roles, ...((reads && opts.reader?.args) || [])];
+      const nodeArgs = [...(opts.nodeArgs ?? []), ...((reads && opts.reader?.nodeArgs) || [])];
+      const p = new OddsfilesProcess(env, args, join(dataDir, `${name}.log`), roles.split(','), nodeArgs, opts.bin);
       sys.procs.push(p);
-      const started = await p.waitForLine((l) => l.msg === 'oddsfiles started', 'oddsfiles started');
+      // Under --processes each reader process logs its start too: the supervisor's line names them all.
+      const supervised = reads && opts.reader?.args?.includes('--processes') === true;
+      const started = await p.waitForLine((l) => l.msg === 'oddsfiles started' && (!supervised || Array.isArray(l.pids)), 'oddsfiles started');
       if (typeof started.reader === 'string') sys.readerUrl = started.reader;
+      if (reads) sys.readerPids = Array.isArray(started.pids) ? (started.pids as number[]) : [p.pid];
     }
     if (sys.readerUrl) {
       const created = await runCli(env, ['keys', 'create', '--name', 'bench', '--plan', 'pro']);

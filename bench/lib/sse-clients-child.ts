@@ -11,7 +11,7 @@ import { nowMs } from './stats.js';
 
 type Msg =
   | { cmd: 'open'; base: string; key: string; count: number; since: number; sampleEvery: number; batch: number }
-  | { cmd: 'latencies'; t0: [number, number][] }
+  | { cmd: 'latencies'; t0: [number, number][]; keep?: boolean }
   | { cmd: 'wait'; base: string; key: string; count: number; since: number; waitS: number }
   | { cmd: 'waited' }
   | { cmd: 'close' };
@@ -61,7 +61,7 @@ async function open(m: Extract<Msg, { cmd: 'open' }>): Promise<{ opened: number;
   return { opened, failed, ...(error ? { error } : {}) };
 }
 
-function latencies(t0: [number, number][]): { ms: number[]; missing: number; behind: number; events: number } {
+function latencies(t0: [number, number][], keep = false): { ms: number[]; missing: number; behind: number; events: number } {
   const ms: number[] = [];
   let missing = 0;
   for (const [id, t] of t0) {
@@ -72,7 +72,7 @@ function latencies(t0: [number, number][]): { ms: number[]; missing: number; beh
   const last = Math.max(0, ...t0.map(([id]) => id));
   const behind = streams.filter((s) => s.lastId < last).length;
   const events = streams.reduce((n, s) => n + s.events, 0);
-  received = new Map();
+  if (!keep) received = new Map();
   return { ms, missing, behind, events };
 }
 
@@ -134,7 +134,7 @@ async function handle(m: Msg): Promise<unknown> {
     case 'open':
       return open(m);
     case 'latencies':
-      return latencies(m.t0);
+      return latencies(m.t0, m.keep);
     case 'wait':
       while (pollSockets.length < m.count) pollSockets.push(new PollSocket(new URL(m.base)));
       polls = pollSockets.slice(0, m.count).map((p) => p.poll(`/v1/changes?since=${m.since}&wait=${m.waitS}`, m.key));

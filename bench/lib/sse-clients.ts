@@ -173,8 +173,9 @@ export class ClientsChild {
    * `missing`: sampled receipts of them that never came; `behind`: streams (of all) whose last
    * position is before the largest given. Forgets the receive times.
    */
-  latencies(t0: [number, number][]): Promise<{ ms: number[]; missing: number; behind: number; events: number }> {
-    return this.call({ cmd: 'latencies', t0 });
+  /** Receive time − `t0` of each sampled event (`[position, t0]`); the times are forgotten unless `keep`. */
+  latencies(t0: [number, number][], keep = false): Promise<{ ms: number[]; missing: number; behind: number; events: number }> {
+    return this.call({ cmd: 'latencies', t0, keep });
   }
 
   /** Send `count` GET /v1/changes?since=…&wait=… (one socket each), resolved once all are sent. */

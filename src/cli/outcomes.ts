@@ -15,7 +15,6 @@ import { formatAge, parseDuration } from '../duration.js';
 import { UsageError } from '../errors.js';
 import type { IngestJobData, IngestResult } from '../ingest/queue.js';
 import { createQueueCounts } from '../ops/queue-counts.js';
-import { INGEST_QUEUE } from '../redis/key-names.js';
 import { createRedis } from '../redis/connect.js';
 import type { CliContext } from './context.js';
 
@@ -64,18 +63,8 @@ const FAILING = new Set(['rejected', 'failed', 'unknown']);
 /** The queue's events, opened before anything is queued (so no outcome is missed); undefined with --no-wait. */
 export async function openOutcomeEvents(ctx: CliContext, opts: WaitOptions): Promise<QueueEvents | undefined> {
   if (!opts.wait) return undefined;
-  const { QueueEvents } = await import('bullmq');
-  const events = new QueueEvents(INGEST_QUEUE, {
-    connection: createRedis(await ctx.redisUrl(), 'worker', 'oddsfiles-cli-events'),
-    prefix: ctx.config().redis.prefix,
-  });
-  try {
-    await events.waitUntilReady();
-  } catch (err) {
-    await events.close().catch(() => undefined);
-    throw err;
-  }
-  return events;
+  const { openQueueEvents } = await import('../ingest/queue.js');
+  return openQueueEvents(createRedis(await ctx.redisUrl(), 'worker', 'oddsfiles-cli-events'), ctx.config().redis.prefix);
 }
 
 /** Each submission's outcome, in order; `queued` for all without events (--no-wait). */

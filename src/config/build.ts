@@ -80,11 +80,12 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
   });
 
   const { TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile } = vars;
+  const storeUrl = normaliseStoreUrl(vars.STORE_URL ?? pathToFileURL(resolve(dataDir, 'store')).href, cwd);
   return {
     dataDir,
     inboxDir: resolve(cwd, vars.INBOX_DIR ?? resolve(dataDir, 'inbox')),
     rejectedDir: resolve(cwd, vars.REJECTED_DIR ?? resolve(dataDir, 'rejected')),
-    storeUrl: normaliseStoreUrl(vars.STORE_URL ?? pathToFileURL(resolve(dataDir, 'store')).href, cwd),
+    storeUrl,
     redis: {
       url: redisUrl,
       explicit: Boolean(env.REDIS_URL) || f.redis.url !== undefined,
@@ -130,7 +131,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       keepVersions: f.ingest.keep_versions,
       shutdownTimeoutMs: dur(f.ingest.shutdown_timeout),
       lockDurationMs: dur(f.ingest.lock_duration),
-      carryMaxBytes: f.ingest.carry_max_bytes,
+      carryMaxBytes: f.ingest.carry_max_bytes ?? defaultCarryMaxBytes(storeUrl),
       carryBytesPerSecond: f.ingest.carry_bytes_per_second,
       syncIoMaxBytes: f.ingest.sync_io_max_bytes,
       rejectedRetentionMs: f.ingest.rejected_retention === 'off' || f.ingest.rejected_retention === '0' ? 0 : dur(f.ingest.rejected_retention),
@@ -163,6 +164,16 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
     history: { retentionMs: dur(f.history.retention), maxVersions: f.history.max_versions },
     deltas: { maxBytes: f.deltas.max_bytes, maxWaitMs: dur(f.deltas.max_wait), threads: f.deltas.threads, prebuildForMs: dur(f.deltas.prebuild_for) },
   };
+}
+
+/**
+ * Carrying a version through Redis pays where a reader's store read is slow: one GET from S3 per
+ * version and reader saved, and its latency. A filesystem store's read is a page-cache hit, while
+ * carrying puts every version's bytes through Redis (which the queue and the commits also need)
+ * and through each reader's connection: off there.
+ */
+function defaultCarryMaxBytes(storeUrl: string): number {
+  return storeUrl.startsWith('s3://') ? 262_144 : 0;
 }
 
 /** STORE_URL as a canonical file:// URL or a checked s3:// one. */

@@ -1,6 +1,7 @@
 /**
  * The sections of the configuration file (limits, stale_after, ingest, reader, publish, redis,
- * changes, history, deltas): each with a default per field, merged field by field with the file.
+ * changes, history, deltas): each with a default per field (but ingest.carry_max_bytes, whose default
+ * depends on the store), merged field by field with the file.
  */
 import Type from 'typebox';
 import { SYNC_IO_MAX_BYTES } from '../sync-io.js';
@@ -38,12 +39,15 @@ export const IngestSection = Type.Object(
     keep_versions: Type.Integer({ minimum: 1, maximum: 1000, default: 10, description: 'versions kept per filename in the store' }),
     shutdown_timeout: duration({ default: '10s', description: 'how long SIGTERM waits for in-flight jobs' }),
     lock_duration: duration({ default: '15s', description: "a killed worker's job is taken up again after this" }),
-    carry_max_bytes: Type.Integer({
-      minimum: 0,
-      maximum: 16_777_216,
-      default: 262_144,
-      description: 'versions up to this size reach readers in other processes ahead of their announcement; 0: never',
-    }),
+    // No default in the file: it depends on the store (config/build.ts).
+    carry_max_bytes: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 16_777_216,
+        description:
+          'versions up to this size reach readers in other processes ahead of their announcement; 0: never; absent: 262144 on an S3 store, 0 on a filesystem store',
+      }),
+    ),
     carry_bytes_per_second: Type.Integer({
       minimum: 0,
       maximum: 1_073_741_824,

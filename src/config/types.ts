@@ -115,7 +115,8 @@ export interface Config {
     readonly lockDurationMs: number;
     /**
      * Versions up to this size are carried to readers in other processes ahead of their
-     * announcement (no store read back); 0 carries none. See src/ingest/publish/carry.ts.
+     * announcement (no store read back); 0 carries none. Unset in the file: 256 KiB on S3, 0 on a
+     * filesystem store (config/build.ts). See src/ingest/publish/carry.ts.
      */
     readonly carryMaxBytes: number;
     /** Carried bytes per second, per worker process. */

@@ -7,7 +7,7 @@
  *   With `staged` the bytes are in the store instead, at incoming/<claimId>--<name> (a PUT of
  *   /v1/data: staged.ts); the worker brings them into its inbox as that claim first.
  */
-import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { Queue, QueueEvents, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { DropOutcome } from '../catalog/types.js';
 import { INGEST_QUEUE } from '../redis/key-names.js';
 import type { DropResult } from './publish/publisher-types.js';
@@ -60,4 +60,19 @@ export async function enqueueDrop(queue: IngestQueue, name: string, receivedAt: 
 export async function enqueueClaim(queue: IngestQueue, claimId: string, name: string, receivedAt: number, staged = false) {
   const data: IngestJobData = staged ? { name, receivedAt, claimId, staged } : { name, receivedAt, claimId };
   return queue.add('claim', data, { ...BASE_JOB_OPTIONS, jobId: claimJobId(claimId) });
+}
+
+/**
+ * The queue's events, ready to read (from `lastEventId`; by default only events written from now
+ * on). Closed again when it cannot connect, so a failed open leaves no connection behind.
+ */
+export async function openQueueEvents(connection: ConnectionOptions, prefix: string, lastEventId?: string): Promise<QueueEvents> {
+  const events = new QueueEvents(INGEST_QUEUE, { connection, prefix, ...(lastEventId === undefined ? {} : { lastEventId }) });
+  try {
+    await events.waitUntilReady();
+  } catch (err) {
+    await events.close().catch(() => undefined);
+    throw err;
+  }
+  return events;
 }

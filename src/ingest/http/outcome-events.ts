@@ -5,10 +5,11 @@
  * last entry (an outcome written between opening and the first blocking read is still read), and
  * closed once no upload has waited for IDLE_MS.
  */
-import { QueueEvents } from 'bullmq';
+import type { QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import { INGEST_QUEUE } from '../../redis/key-names.js';
+import { openQueueEvents } from '../queue.js';
 
 const IDLE_MS = 10_000;
 
@@ -26,14 +27,8 @@ export function createOutcomeEvents(connection: Redis, prefix: string, log: Logg
 
   const open = async (): Promise<QueueEvents> => {
     const [last] = await connection.xrevrange(`${prefix}:${INGEST_QUEUE}:events`, '+', '-', 'COUNT', 1);
-    const events = new QueueEvents(INGEST_QUEUE, { connection, prefix, lastEventId: last?.[0] ?? '0-0' });
+    const events = await openQueueEvents(connection, prefix, last?.[0] ?? '0-0');
     events.on('error', (err) => log.debug({ err: { message: err.message } }, 'publish events connection error'));
-    try {
-      await events.waitUntilReady();
-    } catch (err) {
-      await events.close().catch(() => undefined);
-      throw err;
-    }
     return events;
   };
   const shut = async () => {

@@ -22,7 +22,7 @@ export interface Receiver {
 }
 
 export interface BroadcastDeps<R extends Receiver> {
-  /** The open streams now (a copy is taken per broadcast). */
+  /** The streams to visit now (a copy is taken per broadcast): conflated ones waiting for their window's end may be left out. */
   readonly receivers: () => Iterable<R>;
   /** Still open (a stream may end while a broadcast is under way). */
   readonly open: (r: R) => boolean;
@@ -61,7 +61,7 @@ export interface Broadcast {
   range(from: number, to: number): readonly FeedEvent[] | undefined;
 }
 
-/** Live changes kept for conflated streams' held ranges. */
+/** Live changes kept for conflated streams' ranges. */
 const RECENT = 20_000;
 
 export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): Broadcast {
@@ -71,21 +71,14 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): Bro
   let batch: FeedEvent[] = [];
   let list: R[] = [];
   let shared = new Map<readonly string[], Frames | undefined>();
-  let sharedHeld = new Map<readonly string[], FeedEvent[]>();
   let next = 0;
   let scheduled = false;
 
   const deliver = (s: R, first: number): number => {
     if (s.conflation) {
-      // Level streams share what their allow-list lets through.
-      let mine: readonly FeedEvent[];
-      if (s.cursor === first - 1) {
-        const key = s.principal.patterns;
-        mine = sharedHeld.get(key) ?? [];
-        if (!sharedHeld.has(key)) sharedHeld.set(key, (mine = batch.filter((e) => s.principal.allows(e.filename))));
-      } else mine = batch.filter((e) => e.seq > s.cursor && s.principal.allows(e.filename));
-      if (batch.at(-1)!.seq > s.cursor) s.cursor = batch.at(-1)!.seq;
-      s.conflation.hold(mine);
+      // Written now or at its window's end, by the conflation (from the recent changes).
+      const last = batch.at(-1)!.seq;
+      if (last > s.cursor) s.conflation.changed(last);
       return 0;
     }
     let out: Frames | undefined;
@@ -110,7 +103,6 @@ export function createBroadcast<R extends Receiver>(deps: BroadcastDeps<R>): Bro
         queue = [];
         list = [...deps.receivers()];
         shared = new Map();
-        sharedHeld = new Map();
       }
       const first = batch[0]!.seq;
       const stop = Math.min(next + SLICE, list.length);

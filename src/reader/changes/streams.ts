@@ -75,12 +75,15 @@ const HEARTBEAT = Buffer.from(':\n\n');
 export function createStreamHub(deps: StreamHubDeps): StreamHub {
   const { feed, maxBufferedBytes, counters } = deps;
   const streams = new Set<OpenStream>();
+  /** What the broadcast visits: every stream but the conflated ones waiting for their window's end. */
+  const live = new Set<OpenStream>();
   const perKey = new Map<string, number>();
   const retryFrame = Buffer.from(`retry: ${deps.retryMs ?? 2000}\n\n`);
   const windows = createWindowTimers();
 
   const end = (s: OpenStream, event?: string, data?: unknown) => {
     if (!streams.delete(s)) return;
+    live.delete(s);
     const n = (perKey.get(s.principal.rateKey) ?? 1) - 1;
     if (n <= 0) perKey.delete(s.principal.rateKey);
     else perKey.set(s.principal.rateKey, n);
@@ -96,9 +99,10 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
   };
 
   /**
-   * A conflated stream's held range: the latest change of each allowed file, in position order, as
-   * one write, made once per allow-list and range in a turn of the event loop (streams that wrote
-   * together flush together). A range no longer in memory is read as a catch-up.
+   * A conflated stream's write of positions `from` to `to`: the latest change of each allowed file,
+   * in position order, as one write, made once per allow-list and range in a turn of the event loop
+   * (streams whose windows end together flush together). A range no longer in memory is read as a
+   * catch-up.
    */
   let heldFrames = new Map<readonly string[], Map<string, { frame: Buffer; count: number }>>();
   let clearing = false;
@@ -129,29 +133,25 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     }
     return held;
   };
-  const writeHeld = (s: OpenStream, from: number, to: number): void => {
-    if (!streams.has(s)) return;
-    const held = heldFor(s, from, to);
+  /** A conflated stream's changes after its cursor up to `to`, as one write; false when nothing was written. */
+  const writeHeld = (s: OpenStream, to: number): boolean => {
+    // Behind: its catch-up writes them.
+    if (!streams.has(s) || s.behind || to <= s.cursor) return false;
+    const held = heldFor(s, s.cursor + 1, to);
     if (held === undefined) {
-      s.cursor = Math.min(s.cursor, from - 1);
-      if (!s.behind) {
-        s.behind = true;
-        s.behindSince = Date.now();
-        void catchUp(s);
-      }
-      return;
+      s.behind = true;
+      s.behindSince = Date.now();
+      void catchUp(s);
+      return false;
     }
-    if (held.count === 0) return;
+    s.cursor = to;
+    if (held.count === 0) return false;
     write(s, held.frame);
     counters?.sent?.(held.count);
+    return true;
   };
 
   const fallBehind = (s: OpenStream): void => {
-    // What is held goes first: the catch-up writes only what comes after the cursor.
-    const was = s.behind;
-    s.conflation?.flush();
-    // The held range was no longer in memory: its catch-up is under way.
-    if (!was && s.behind) return;
     if (!s.behind) {
       s.behind = true;
       s.behindSince = Date.now();
@@ -200,7 +200,7 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
   };
 
   const broadcast = createBroadcast<OpenStream>({
-    receivers: () => streams,
+    receivers: () => live,
     open: (s) => streams.has(s),
     write,
     sent: counters?.sent,
@@ -233,8 +233,17 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
     async start(principal, out, after, replay, conflateMs = 0) {
       // Behind from the start: the catch-up writes the changes since `after`, then it is live.
       const s: OpenStream = { principal, out, replay, cursor: after, behind: true, behindSince: Date.now(), conflation: undefined };
-      if (conflateMs > 0) s.conflation = createConflation(conflateMs, (from, to) => writeHeld(s, from, to), windows);
+      if (conflateMs > 0)
+        s.conflation = createConflation({
+          windowMs: conflateMs,
+          timers: windows,
+          emit: (to) => writeHeld(s, to),
+          latest: () => feed.position,
+          pause: () => live.delete(s),
+          resume: () => void (streams.has(s) && live.add(s)),
+        });
       streams.add(s);
+      live.add(s);
       perKey.set(principal.rateKey, (perKey.get(principal.rateKey) ?? 0) + 1);
       counters?.opened?.();
       out.onClose(() => end(s));

@@ -227,6 +227,15 @@ export interface DeltaLimits {
   readonly prebuildForMs: number;
 }
 
+/**
+ * The heap (MB) of a build thread: a build holds both versions parsed, about 10× the bytes of a
+ * file at most `maxBytes` long; a build that needs more fails (no patch: the whole file is
+ * answered), so no pair of documents can take more of a reader's memory.
+ */
+export function buildHeapMb(maxBytes: number): number {
+  return Math.max(32, Math.ceil((16 * maxBytes) / (1024 * 1024)));
+}
+
 /** The deltas of a reader: older versions from `store`, the recent versions listed in Redis, builds in a pool of threads. */
 export function createReaderDeltas(deps: {
   store: Pick<Store, 'get'>;
@@ -243,8 +252,13 @@ export function createReaderDeltas(deps: {
     threads: limits.threads,
     maxQueued: 4 * limits.threads,
     taskTimeoutMs: 30_000,
+    // A thread's memory goes back when it ends: soon after its last build, not kept for the next.
+    idleMs: 1_000,
+    maxHeapMb: buildHeapMb(limits.maxBytes),
   });
-  const facts = createDeltaFacts({ pool, bytes: createVersionBytes({ store: deps.store }), maxBytes: limits.maxBytes, log: deps.log });
+  // An older base is read for its build only (the outcome is kept, not the base): one base's worth.
+  const bytes = createVersionBytes({ store: deps.store, maxBytes: Math.max(limits.maxBytes, 1024 * 1024) });
+  const facts = createDeltaFacts({ pool, bytes, maxBytes: limits.maxBytes, log: deps.log });
   return createDeltas({
     published: deps.published,
     facts,
