@@ -14,7 +14,15 @@ if (dir) {
   let n = 0;
   process.on('SIGUSR2', () => {
     const ms = (ns) => ns / 1e6;
-    const out = { n: n++, p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, mem: process.memoryUsage(), atUs: Number(process.hrtime.bigint() / 1000n) };
+    const out = {
+      n: n++,
+      p50: ms(h.percentile(50)),
+      p99: ms(h.percentile(99)),
+      max: ms(h.max),
+      count: h.count,
+      mem: process.memoryUsage(),
+      atUs: Number(process.hrtime.bigint() / 1000n),
+    };
     writeFileSync(join(dir, `loop-${process.pid}.json`), JSON.stringify(out));
     h.reset();
   });
