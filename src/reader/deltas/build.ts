@@ -5,11 +5,10 @@
  * (a version published before documents had to be I-JSON: a number past a double) has no digest
  * and no patches: it is served whole.
  */
-import canonicalize from 'canonicalize';
 import { compressSync } from '../data/encoding.js';
 import type { Json } from './merge-patch.js';
+import { canonicalSha256 } from './canonical.js';
 import { IMS, makePatches, type Im } from './patches.js';
-import { sha256Hex } from '../../sha256.js';
 
 export type Encoded = Readonly<Record<'identity' | 'gzip' | 'br', Buffer>>;
 export type Patches = Partial<Record<Im, Encoded>>;
@@ -23,18 +22,12 @@ export interface Built {
 
 /**
  * Digest of `to`, and the patches of `ims` from `from` (when given) to `to`. Throws only on bytes
- * that are not JSON.
+ * that are not JSON (or nested deeper than the stack allows).
  */
 export function buildFacts(to: Buffer, from?: Buffer, ims: readonly Im[] = IMS): Built {
   const target = JSON.parse(to.toString('utf8')) as Json;
-  let canonical: string | undefined;
-  try {
-    canonical = canonicalize(target);
-  } catch {
-    canonical = undefined; // e.g. Infinity: no canonical form
-  }
-  if (canonical === undefined) return { digest: null, patches: {} };
-  const digest = sha256Hex(canonical);
+  const digest = canonicalSha256(target);
+  if (digest === null) return { digest: null, patches: {} };
   if (from === undefined || ims.length === 0) return { digest, patches: {} };
   const base = JSON.parse(from.toString('utf8')) as Json;
   const patches: Patches = {};

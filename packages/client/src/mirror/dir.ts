@@ -1,6 +1,6 @@
 /**
  * The mirror's folder: each file replaced atomically (a temp file in the same folder, written,
- * fsynced, renamed over the old one), so a reader of DIR sees the old bytes or the new ones, never
+ * synced to disk, renamed over the old one), so a reader of DIR sees the old bytes or the new ones, never
  * part of either, and a crash, even of the machine, leaves no torn file (at worst the previous
  * version, whose rename was not yet on disk; and a stray temp file, removed on the next start).
  */
@@ -22,13 +22,17 @@ export async function ensureDir(dir: string): Promise<void> {
   await rm(join(dir, `${TEMP_PREFIX}probe`), { force: true });
 }
 
-/** `durable`: the bytes are on disk before the rename (for files; the state can be rebuilt). */
+/**
+ * `durable`: the bytes are on disk before the rename (for files; the state can be rebuilt):
+ * fdatasync, which flushes the data and the size that reads them back but not the timestamps
+ * (quicker than fsync on ext4, most in the tail).
+ */
 export async function writeAtomic(dir: string, name: string, bytes: Uint8Array, durable = true): Promise<void> {
   const temp = join(dir, `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
   const h = await open(temp, 'w', 0o644);
   try {
     await h.writeFile(bytes);
-    if (durable) await h.sync();
+    if (durable) await h.datasync();
   } catch (err) {
     await h.close().catch(() => undefined);
     await rm(temp, { force: true });
