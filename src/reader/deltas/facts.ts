@@ -81,14 +81,15 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
   };
 
   /** One task, posted when a thread takes it. */
-  const run = (to: Uint8Array, from?: Uint8Array, ims?: readonly Im[]): Promise<Reply> => pool.run<Reply>(() => ({ message: { to, from, ims } }));
+  const run = (to: Uint8Array, toSha: string, from?: Uint8Array, fromSha?: string, ims?: readonly Im[]): Promise<Reply> =>
+    pool.run<Reply>(() => ({ message: { to, toSha, from, fromSha, ims } }));
 
   const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
     const from = base ? shared(base) : await deps.bytes.get(name, baseSha);
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
     // An older base (read from the store, rarely asked) is copied for its build.
-    const reply = await run(shared(version), base ? from : toShared(from), ims);
+    const reply = await run(shared(version), version.entry.sha256, base ? from : toShared(from), baseSha, ims);
     digests.set(version, reply.digest);
     const patches: Record<string, Encoded> = {};
     for (const [im, enc] of Object.entries(reply.patches)) {
@@ -135,7 +136,7 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
       if (known !== undefined) return Promise.resolve(known);
       let p = digesting.get(version);
       if (p === undefined) {
-        p = run(shared(version)).then((r) => {
+        p = run(shared(version), version.entry.sha256).then((r) => {
           digests.set(version, r.digest);
           return r.digest;
         });
