@@ -59,7 +59,10 @@ describe('the change feed over TLS', () => {
       );
       sockets.push(socket);
       socket.setEncoding('utf8').on('data', onData);
-      socket.on('end', endedResolve).on('close', endedResolve).on('error', () => undefined);
+      socket
+        .on('end', endedResolve)
+        .on('close', endedResolve)
+        .on('error', () => undefined);
       control = { pause: () => socket.pause(), resume: () => socket.resume(), close: () => socket.destroy() };
     } else {
       const session = h2connect(`https://localhost:${port}`, { ca });
@@ -67,7 +70,10 @@ describe('the change feed over TLS', () => {
       session.on('error', () => undefined);
       const req: ClientHttp2Stream = session.request({ ':path': '/v1/stream', 'x-api-key': key, ...headers });
       req.setEncoding('utf8').on('data', onData);
-      req.on('end', endedResolve).on('close', endedResolve).on('error', () => undefined);
+      req
+        .on('end', endedResolve)
+        .on('close', endedResolve)
+        .on('error', () => undefined);
       control = { pause: () => req.pause(), resume: () => req.resume(), close: () => req.close() };
     }
     const stream: TlsStream = {
@@ -131,7 +137,23 @@ describe('the change feed over TLS', () => {
     const keyFile = join(dataDir, 'key.pem');
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-days', '1', '-keyout', keyFile, '-out', certFile],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        '-days',
+        '1',
+        '-keyout',
+        keyFile,
+        '-out',
+        certFile,
+      ],
       { stdio: 'ignore' },
     );
     ca = readFileSync(certFile);
