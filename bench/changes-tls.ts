@@ -7,7 +7,7 @@
  * and its RSS per open stream, in the same run, as ratios to plain HTTP/1.1.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,6 +19,7 @@ import { machineInfo, machineLine } from './lib/machine.js';
 import { writeConfig } from './lib/oddsfiles-system.js';
 import { OddsfilesProcess } from './lib/oddsfiles-process.js';
 import { cpuMs, memOf, quiesce } from './lib/proc.js';
+import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/run.js';
 
@@ -29,21 +30,27 @@ const args = benchArgs('Change feed by transport: reader CPU per event written a
   mux: { type: 'number', default: 100, description: 'streams per connection in the multiplexed HTTP/2 case' },
   procs: { type: 'number', default: 2, quick: 1, description: 'child processes holding the clients' },
   rounds: { type: 'number', default: 1, description: 'rounds over the transports (each round in the opposite order of the one before)' },
+  transport: { type: 'strings', description: 'run only this transport: http, tls, h2 or h2-mux (repeatable; default all four)' },
+  'cpu-prof': { type: 'boolean', description: 'profile each reader (node --cpu-prof) and print where its time went while the changes flowed' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
 });
 
 interface Transport {
+  readonly id: string;
   readonly name: string;
   readonly tls: boolean;
   readonly client: 'http' | 'tls' | 'h2';
   readonly mux: number;
 }
-const TRANSPORTS: Transport[] = [
-  { name: 'HTTP/1.1', tls: false, client: 'http', mux: 1 },
-  { name: 'HTTP/1.1 on TLS', tls: true, client: 'tls', mux: 1 },
-  { name: 'HTTP/2, 1 stream per connection', tls: true, client: 'h2', mux: 1 },
-  { name: `HTTP/2, ${args.mux} streams per connection`, tls: true, client: 'h2', mux: args.mux },
+const ALL: Transport[] = [
+  { id: 'http', name: 'HTTP/1.1', tls: false, client: 'http', mux: 1 },
+  { id: 'tls', name: 'HTTP/1.1 on TLS', tls: true, client: 'tls', mux: 1 },
+  { id: 'h2', name: 'HTTP/2, 1 stream per connection', tls: true, client: 'h2', mux: 1 },
+  { id: 'h2-mux', name: `HTTP/2, ${args.mux} streams per connection`, tls: true, client: 'h2', mux: args.mux },
 ];
+for (const t of args.transport) if (!ALL.some((a) => a.id === t)) throw new Error(`--transport takes ${ALL.map((a) => a.id).join(' | ')}, not "${t}"`);
+const TRANSPORTS = args.transport.length === 0 ? ALL : ALL.filter((t) => args.transport.includes(t.id));
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
 
 interface Result {
   readonly transport: Transport;
@@ -102,7 +109,10 @@ async function measure(
   redis: Redis,
   dir: string,
 ): Promise<Result> {
-  const reader = new OddsfilesProcess(t.tls ? tlsEnv : env, ['start', '--roles', 'reader'], join(dir, `reader-${Date.now()}.log`), ['reader']);
+  const profDir = join(dir, `prof-${t.id}-${Date.now()}`);
+  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  const reader = new OddsfilesProcess(t.tls ? tlsEnv : env, ['start', '--roles', 'reader'], join(dir, `reader-${Date.now()}.log`), ['reader'], nodeArgs);
+  const span = { fromUs: 0, toUs: 0 };
   try {
     const started = await reader.waitForLine((l) => l.msg === 'oddsfiles started', 'oddsfiles started');
     const url = String(started.reader);
@@ -118,8 +128,10 @@ async function measure(
     const rssPerStream = (memOf(reader.pid).rss - rss0) / opened;
     const cpu0 = cpuMs(reader.pid);
     const load = loadavg()[0]!;
+    span.fromUs = monoUs();
     const changes = await writeChanges(redis, env.REDIS_PREFIX!, args.rate, args.seconds);
     await sleep(1000);
+    span.toUs = monoUs();
     const cpu = cpuMs(reader.pid) - cpu0;
     const events = (await Promise.all(clients.map((c) => c.ask({ op: 'count' })))).reduce((s, r) => s + r.events!, 0);
     await Promise.all(clients.map((c) => c.ask({ op: 'close' })));
@@ -129,6 +141,18 @@ async function measure(
     return { transport: t, opened, events, cpuMs: cpu, rssPerStream, openSeconds, load };
   } finally {
     await reader.stop();
+    if (args['cpu-prof']) printProfile(t, profDir, span);
+  }
+}
+
+/** Where the reader's time went while the changes flowed, by group and function. */
+function printProfile(t: Transport, profDir: string, span: { fromUs: number; toUs: number }): void {
+  for (const f of readdirSync(profDir).filter((n) => n.endsWith('.cpuprofile'))) {
+    const p = summarizeProfile(join(profDir, f), 15, span);
+    const pctOf = (ms: number) => `${((100 * ms) / p.busyMs).toFixed(1)} %`;
+    log(`${t.name}: profile, busy ${p.busyMs.toFixed(0)} ms`);
+    for (const [g, ms] of p.groups) log(`  ${pctOf(ms).padStart(7)}  ${g}`);
+    for (const [fn, ms] of p.functions) log(`  ${pctOf(ms).padStart(7)}  ${fn}`);
   }
 }
 
@@ -197,12 +221,12 @@ async function main(): Promise<void> {
     '# Change feed by transport',
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; ${machineLine(machine)} Load average (1 min) at each measurement: ${loads}.`,
-    `A fresh reader process per transport and round; ${args.streams} streams from ${clients.length} client process(es), changes straight into the change log at ${args.rate}/s for ${args.seconds} s. CPU is the reader's (user + system) over the changes and 1 s after, per event its clients counted; RSS is the reader's growth with the streams open, per stream. Ratios are to plain HTTP/1.1 in the same run${args.rounds > 1 ? `, means of ${args.rounds} rounds in alternating order` : ''}.`,
+    `A fresh reader process per transport and round; ${args.streams} streams from ${clients.length} client process(es), changes straight into the change log at ${args.rate}/s for ${args.seconds} s. CPU is the reader's (user + system) over the changes and 1 s after, per event its clients counted; RSS is the reader's growth with the streams open, per stream. Ratios are to ${base.name} in the same run${args.rounds > 1 ? `, means of ${args.rounds} rounds in alternating order` : ''}.`,
     '',
-    table(['transport', 'CPU µs / event', '× HTTP/1.1', 'RSS KB / stream', '× HTTP/1.1', 'events / streams', 'open s'], rows),
+    table(['transport', 'CPU µs / event', `× ${base.name}`, 'RSS KB / stream', `× ${base.name}`, 'events / streams', 'open s'], rows),
     '',
   ].join('\n');
-  await publishReport('changes-tls', md, !args['no-doc'] && !args.quick);
+  await publishReport('changes-tls', md, !args['no-doc'] && !args.quick && args.transport.length === 0);
 }
 
 runMain(main);
