@@ -28,6 +28,8 @@ interface TlsStream {
   resume(): void;
   /** Goes away at once (the connection, or the HTTP/2 stream with RST_STREAM). */
   close(): void;
+  /** Its connection goes away (for HTTP/2: the session with every stream on it). */
+  drop(): void;
   readonly ended: Promise<void>;
 }
 
@@ -51,7 +53,7 @@ describe('the change feed over TLS', () => {
       text += c;
       for (const w of waiters) w();
     };
-    let control: Pick<TlsStream, 'pause' | 'resume' | 'close'>;
+    let control: Pick<TlsStream, 'pause' | 'resume' | 'close' | 'drop'>;
     if (transport === 'http/1.1') {
       const lines = Object.entries({ 'x-api-key': key, ...headers }).map(([k, v]) => `${k}: ${v}\r\n`);
       const socket = tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () =>
@@ -63,7 +65,7 @@ describe('the change feed over TLS', () => {
         .on('end', endedResolve)
         .on('close', endedResolve)
         .on('error', () => undefined);
-      control = { pause: () => socket.pause(), resume: () => socket.resume(), close: () => socket.destroy() };
+      control = { pause: () => socket.pause(), resume: () => socket.resume(), close: () => socket.destroy(), drop: () => socket.destroy() };
     } else {
       const session = h2connect(`https://localhost:${port}`, { ca });
       sessions.push(session);
@@ -74,7 +76,7 @@ describe('the change feed over TLS', () => {
         .on('end', endedResolve)
         .on('close', endedResolve)
         .on('error', () => undefined);
-      control = { pause: () => req.pause(), resume: () => req.resume(), close: () => req.close() };
+      control = { pause: () => req.pause(), resume: () => req.resume(), close: () => req.close(), drop: () => session.destroy() };
     }
     const stream: TlsStream = {
       ...control,
@@ -189,6 +191,23 @@ describe('the change feed over TLS', () => {
   });
 
   describe.each(['http/1.1', 'h2'] as const)('over %s', (transport) => {
+    it('ends the streams of clients that go away while changes flow', async () => {
+      const streams = Array.from({ length: 20 }, () => open(transport));
+      await Promise.all(streams.map((s) => s.until(/retry: \d+\n\n/)));
+      const burst = inject(2000, 600);
+      // Each goes away as soon as changes reach it, with more on their way.
+      await Promise.all(
+        streams.map(async (s, i) => {
+          await s.until(/^id: \d+\nevent: change\n/m, 15_000);
+          if (i % 2 === 0) s.close();
+          else s.drop();
+        }),
+      );
+      await burst;
+      await expect.poll(openStreams, { timeout: 5000 }).toBe(0);
+      await expect.poll(slotsHeld, { timeout: 5000 }).toBe(0);
+    }, 60_000);
+
     it('pushes changes, and resumes with Last-Event-ID after the last one read', async () => {
       const first = open(transport);
       await first.until(/retry: \d+\n\n/);
@@ -225,7 +244,9 @@ describe('the change feed over TLS', () => {
       const streams = [open(transport), open(transport)];
       await Promise.all(streams.map((s) => s.until(/retry: \d+\n\n/)));
       expect(await openStreams()).toBe(2);
-      for (const s of streams) s.close();
+      // One closes its stream (over HTTP/2 a RST_STREAM, its connection kept), one loses its connection.
+      streams[0]!.close();
+      streams[1]!.drop();
       await expect.poll(openStreams, { timeout: 5000 }).toBe(0);
       await expect.poll(slotsHeld, { timeout: 5000 }).toBe(0);
       // The reader still serves streams on this transport.
@@ -234,6 +255,7 @@ describe('the change feed over TLS', () => {
       const sent = await inject(1);
       await again.until(new RegExp(`^id: ${sent[0]}\\n`, 'm'));
       again.close();
+      await expect.poll(openStreams, { timeout: 5000 }).toBe(0);
     });
   });
 });

@@ -10,6 +10,7 @@
 import type { ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 export interface StreamSink {
   /** Queue `chunk`; the caller checks `writableLength` against its bound. */
@@ -152,6 +153,10 @@ function responseSink(res: ServerResponse): StreamSink {
   let ended = false;
   res.once('close', () => onClose.fire(ended));
   if (res.closed) onClose.fire(false);
+  // HTTP/2: a stream its client reset with NO_ERROR is only aborted, and closes once what was
+  // queued on it has been written, which may be never: the client has gone, so it ends now.
+  const h2 = (res as { stream?: Duplex }).stream;
+  h2?.once('aborted', () => h2.destroy());
   return {
     write: (chunk) => void res.write(chunk),
     get writableLength() {
