@@ -3,7 +3,8 @@
  * CLI, for both ways a client may come: HTTP/1.1 on TLS (the stream takes its TLS socket) and
  * HTTP/2 (the stream stays a response of its session). For each: changes arrive, Last-Event-ID
  * resumes after the last one read, a client that stops reading is dropped with its `dropped`
- * event, and a client that goes away leaves no stream or slot held.
+ * event, and a client that goes away (also while changes flow to it; over HTTP/2 by resetting
+ * its stream or by closing its connection) leaves no stream or slot held.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';

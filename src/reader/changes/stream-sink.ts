@@ -5,7 +5,8 @@
  * and nothing more of the request. Its body has no chunk framing and ends with the connection
  * (`Connection: close`). What the client sends after its request is read and dropped; its
  * half-close ends the stream. Over HTTP/2 (or where the socket cannot be taken) the response
- * itself is the sink: one more layer per write, the same bytes.
+ * itself is the sink: one more layer per write, the same bytes; a stream its client resets ends
+ * at once.
  */
 import type { ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
