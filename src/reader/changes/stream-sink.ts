@@ -5,11 +5,13 @@
  * and nothing more of the request. Its body has no chunk framing and ends with the connection
  * (`Connection: close`). What the client sends after its request is read and dropped; its
  * half-close ends the stream. Over HTTP/2 (or where the socket cannot be taken) the response
- * itself is the sink: one more layer per write, the same bytes.
+ * itself is the sink: one more layer per write, the same bytes; a stream its client resets ends
+ * at once.
  */
 import type { ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 export interface StreamSink {
   /** Queue `chunk`; the caller checks `writableLength` against its bound. */
@@ -152,6 +154,10 @@ function responseSink(res: ServerResponse): StreamSink {
   let ended = false;
   res.once('close', () => onClose.fire(ended));
   if (res.closed) onClose.fire(false);
+  // HTTP/2: a stream its client reset with NO_ERROR is only aborted, and closes once what was
+  // queued on it has been written, which may be never: the client has gone, so it ends now.
+  const h2 = (res as { stream?: Duplex }).stream;
+  h2?.once('aborted', () => h2.destroy());
   return {
     write: (chunk) => void res.write(chunk),
     get writableLength() {
