@@ -5,6 +5,7 @@
  * version, whose rename was not yet on disk; and a stray temp file, removed on the next start).
  */
 import { randomBytes } from 'node:crypto';
+import { closeSync, fdatasyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -23,12 +24,20 @@ export async function ensureDir(dir: string): Promise<void> {
 }
 
 /**
+ * Files up to this size are written with synchronous calls: five thread-pool hops (open, write,
+ * sync, close, rename) cost more of an update's latency than the calls themselves; a larger
+ * file would hold the event loop for its write, and takes the thread pool.
+ */
+const SYNC_WRITE_MAX_BYTES = 1024 * 1024;
+
+/**
  * `durable`: the bytes are on disk before the rename (for files; the state can be rebuilt):
  * fdatasync, which flushes the data and the size that reads them back but not the timestamps
  * (quicker than fsync on ext4, most in the tail).
  */
 export async function writeAtomic(dir: string, name: string, bytes: Uint8Array, durable = true): Promise<void> {
   const temp = join(dir, `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
+  if (bytes.length <= SYNC_WRITE_MAX_BYTES) return writeAtomicSync(temp, join(dir, name), bytes, durable);
   const h = await open(temp, 'w', 0o644);
   try {
     await h.writeFile(bytes);
@@ -43,6 +52,22 @@ export async function writeAtomic(dir: string, name: string, bytes: Uint8Array, 
     await rename(temp, join(dir, name));
   } catch (err) {
     await rm(temp, { force: true });
+    throw err;
+  }
+}
+
+function writeAtomicSync(temp: string, path: string, bytes: Uint8Array, durable: boolean): void {
+  const fd = openSync(temp, 'w', 0o644);
+  let open = true;
+  try {
+    for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
+    if (durable) fdatasyncSync(fd);
+    open = false; // never closed twice: the number may belong to another file by then
+    closeSync(fd);
+    renameSync(temp, path);
+  } catch (err) {
+    if (open) closeSync(fd);
+    rmSync(temp, { force: true });
     throw err;
   }
 }
