@@ -174,6 +174,37 @@ describe('key ring (the reader’s copy)', () => {
   });
 });
 
+describe('key ring through a Redis that lost its data', () => {
+  it('keeps the keys it holds while Redis has none, and takes the restored set on the next reload', async () => {
+    const own = uniquePrefix('keys-lost');
+    const ownKeys = redisKeys(own);
+    const lostStore = createKeyStore({ redis, keys: ownKeys, plans: config.plans });
+    const ring = createKeyRing({ source: lostStore, plans: config.plans, log: silent });
+    try {
+      const { key } = await lostStore.create({ name: 'kept', plan: 'free', allow: ['*'] });
+      const { key: other, record: otherRecord } = await lostStore.create({ name: 'revoked-later', plan: 'free', allow: ['*'] });
+      await ring.reload();
+      expect(ring.authenticate(key)).toBeDefined();
+      // Redis loses everything: the held keys still authenticate…
+      await dropPrefix(own);
+      await ring.reload();
+      expect(ring.authenticate(key)).toBeDefined();
+      expect(ring.authenticate(other)).toBeDefined();
+      // …and a revocation announced meanwhile still holds.
+      ring.handleMessage(JSON.stringify({ op: 'revoke', id: otherRecord.id, revoked_at: new Date().toISOString() }));
+      await ring.reload();
+      expect(ring.authenticate(other)).toBeUndefined();
+      // Once Redis holds keys again (here: another one only), the ring is that set.
+      const { key: fresh } = await lostStore.create({ name: 'after', plan: 'free', allow: ['*'] });
+      await ring.reload();
+      expect(ring.authenticate(fresh)).toBeDefined();
+      expect(ring.authenticate(key)).toBeUndefined();
+    } finally {
+      await dropPrefix(own);
+    }
+  });
+});
+
 describe('publisher keys', () => {
   it('a key publishes the names its --publish patterns match and nothing else, at its plan’s publish_rate or publish.rate', async () => {
     const plans = { ...config.plans, feed: { name: 'feed', allow: [], rate: undefined, publishRate: { max: 5, perMs: 1000 }, streams: undefined } };

@@ -2,7 +2,8 @@
  * The reader's in-memory copy of every key, so that authenticating costs one hash and one map
  * lookup, and keeps working while Redis is away. Reloaded at start, on every message on the keys
  * channel and periodically. Revocation is final: once a reader has seen a key revoked it stays
- * revoked even if a reload that started earlier still reads it as valid.
+ * revoked even if a reload that started earlier still reads it as valid. A Redis that comes back
+ * without any key leaves the held ones in place until they are restored.
  */
 import type { Plan, Rate } from '../config.js';
 import type { Logger } from '../log.js';
@@ -122,6 +123,13 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
 
   const readOnce = async () => {
     const set = await source.loadAll();
+    // Keys are revoked, never deleted: none at all while keys are held is a Redis that lost its
+    // data, until the workers restore them from the store. Its consumers keep their access (and
+    // their retries count as no failed authentications) until the restore's reload.
+    if (set.hashes.size === 0 && byHash.size > 0) {
+      log.warn({ held: byHash.size }, 'Redis holds no API keys: keeping the ones held until they are restored from the store');
+      return;
+    }
     const next = new Map<string, Principal>();
     for (const [hex, id] of set.hashes) {
       const record = set.records.get(id);
