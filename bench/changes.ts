@@ -14,15 +14,15 @@
  *    then the same streams on a bare node:http server of events (bare-fanout.ts), the floor of
  *    a Node server on this machine, for the CPU per event written and the RSS per stream.
  */
-import { readdir, rename, writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
 import { benchArgs, commandLine, envOf } from './lib/cli.js';
 import { Dropper } from './lib/dropper.js';
-import { docTemplate, version, type DocTemplate } from './lib/drops.js';
-import { runLoad, loadTool } from './lib/load.js';
+import { docTemplate, version } from './lib/drops.js';
+import { loadTool } from './lib/load.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { builtEntry, OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { Poller } from './lib/poller.js';
@@ -30,11 +30,12 @@ import { cpuMsOf, memOf, quiesce } from './lib/proc.js';
 import { publishReport, table } from './lib/report.js';
 import { dropAndPoll, waitDrained } from './lib/rounds.js';
 import { log, runMain, tempDir } from './lib/run.js';
-import { summarizeProfile } from './lib/profile.js';
-import { BareFanout } from './lib/bare-fanout.js';
+import { fanOutPart } from './lib/changes-fanout.js';
+import type { Bench, SseEvent } from './lib/changes-bench.js';
+import { profileReport } from './lib/profile.js';
 import { fanOutReport, type FanOutResult } from './lib/fanout-report.js';
 import { ClientsChild, SseSocket } from './lib/sse-clients.js';
-import { fmtInt, fmtMs, median, nowMs, quantile } from './lib/stats.js';
+import { fmtMs, median, nowMs, quantile } from './lib/stats.js';
 
 const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
   drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },
@@ -85,39 +86,6 @@ const PLAN = { rate: { max: 1_000_000_000, per: '1m' }, streams: 100_000 };
 const mustHave = async <T>(p: Promise<T | undefined>): Promise<T> => (await p) ?? Promise.reject(new Error('a measured drop had no event within 10 s'));
 const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 const pct = (v: number[]) => `${fmtMs(median(v))} / ${fmtMs(quantile(v, 0.99))}`;
-
-type SseEvent = { id: number; at: number };
-
-/** The deployment and the clients every part uses. */
-interface Bench {
-  readonly machine: ReturnType<typeof machineInfo>;
-  readonly template: DocTemplate;
-  readonly sys: OddsfilesSystem;
-  readonly base: string;
-  /** The key of the background streams (`--bg-scope`). */
-  readonly bgKey: string;
-  /** The reader processes' CPU time so far, ms (summed; a process started again counts from its start). */
-  readerCpu(): number;
-  /** The reader processes' RSS now (summed), bytes. */
-  readerRss(): number;
-  /** The reader's RSS once started. */
-  readonly rssStart: number;
-  /** The reference stream client, and every event it got, by the ETag of its version. */
-  readonly ref: SseSocket;
-  readonly seen: Map<string, SseEvent>;
-  readonly poller: Poller;
-  /** The child processes holding the background and fan-out stream clients. */
-  readonly children: ClientsChild[];
-  /** The ETag of the measured feed's newest version. */
-  etag: string;
-  /** The size of an event frame as the reference client got it. */
-  readonly frameBytes: number;
-  /** Rename a new version of `t` into the inbox; its rename time, and its event at `ref`. */
-  drop(t: DocTemplate): Promise<{ t0: number; event: Promise<SseEvent | undefined> }>;
-  openStreams(n: number, key: string, sampleEvery: number, url?: string): Promise<number>;
-  latencies(t0: [number, number][], keep?: boolean): Promise<{ ms: number[]; missing: number; behind: number }>;
-  pids(): number[];
-}
 
 type Latencies = Record<string, { sse: number[]; get: number[]; bg: number[]; note: string }>;
 interface LongPolls {
@@ -295,176 +263,6 @@ async function measureLongPoll(bench: Bench): Promise<LongPolls> {
 }
 
 /** Spans of the fan-out part on the clock of V8's CPU profiles (monotonic, µs), to cut the reader's profile (`--cpu-prof`). */
-const spans: { label: string; fromUs: number; toUs: number }[] = [];
-const monoUs = () => Number(process.hrtime.bigint() / 1000n);
-
-/** Drops of the measured feed at `rate`/s until stop(): their [position, rename time]. */
-function dropLoop(bench: Bench, rate: number): () => Promise<{ t0: [number, number][]; skipped: number }> {
-  let stop = false;
-  const done = (async () => {
-    const out: Promise<[number, number] | undefined>[] = [];
-    const start = nowMs();
-    for (let i = 0; !stop; i++) {
-      await sleep(Math.max(0, start + (i * 1000) / rate - nowMs()));
-      const d = await bench.drop(bench.template);
-      out.push(d.event.then((e) => (e ? ([e.id, d.t0] as [number, number]) : undefined)));
-    }
-    const all = await Promise.all(out);
-    const got = all.filter((x) => x !== undefined);
-    return { t0: got, skipped: all.length - got.length };
-  })();
-  return async () => {
-    stop = true;
-    return done;
-  };
-}
-
-/** /v1/data of the loaded feed under load while changes flow at `--fan-rate`. */
-async function loadData(bench: Bench) {
-  const stop = dropLoop(bench, args['fan-rate']);
-  const r = await runLoad({
-    url: `${bench.base}/v1/data/${LOADED.filename}`,
-    headers: { 'x-api-key': bench.sys.key },
-    connections: args['load-connections'],
-    seconds: args['load-seconds'],
-  });
-  await stop();
-  return r;
-}
-
-/** Part 3: many streams on the one reader, then the same on a bare node:http server of events. */
-async function measureFanOut(bench: Bench): Promise<FanOutResult> {
-  const without = await loadData(bench);
-  await quiesce(bench.pids());
-  const rss0 = bench.readerRss();
-  const t1 = Date.now();
-  const n = await bench.openStreams(args.streams, bench.sys.key, args.sample);
-  log(`fan-out: ${n} streams open in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
-  await quiesce(bench.pids(), { maxMs: 10_000 });
-  const rssOpen = bench.readerRss();
-  let rssMax = rssOpen;
-  const rssTimer = setInterval(() => (rssMax = Math.max(rssMax, bench.readerRss())), 250);
-  const cpu0 = bench.readerCpu();
-  const fromUs = monoUs();
-  const stopFan = dropLoop(bench, args['fan-rate']);
-  await sleep(args['fan-seconds'] * 1000);
-  const { t0: fanT0, skipped } = await stopFan();
-  await sleep(2000);
-  const cpuFan = bench.readerCpu() - cpu0;
-  spans.push({ label: `${n} streams, changes at ${args['fan-rate']}/s`, fromUs, toUs: monoUs() });
-  const refAt = new Map([...bench.seen.values()].map((e) => [e.id, e.at]));
-  // The broadcast's spread: each sampled stream's receive time after the reference client's, the
-  // first stream written to (the ingest path left out).
-  const spread = await bench.latencies(
-    fanT0.map(([id]) => [id, refAt.get(id)!]),
-    true,
-  );
-  const fan = await bench.latencies(fanT0);
-  const fanRef = fanT0.map(([id, t0]) => refAt.get(id)! - t0);
-  const withStreams = await loadData(bench);
-  clearInterval(rssTimer);
-  await Promise.all(bench.children.map((c) => c.closeAll()));
-  const conflated = args['fan-conflate'] > 0 ? await measureConflated(bench) : undefined;
-  // The floor: a bare node:http server of events, the same clients, the same rate and frame size.
-  const bare = await BareFanout.start(envOf(args.env));
-  const bareStart = (await bare.idle()).rss;
-  const bareN = await bench.openStreams(args.streams, 'bare', args.sample, bare.url);
-  await quiesce([...bench.pids(), bare.pid], { maxMs: 10_000 });
-  const bareOpen = (await bare.idle()).rss;
-  const bareRun = await bare.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes);
-  // What the machine leaves /v1/data when these events go to these clients at all: the reader's
-  // /v1/data (its streams closed) while the bare server writes the same events.
-  const [, withBare] = await Promise.all([bare.run(args['fan-rate'], args['load-seconds'] + 2, bench.frameBytes), sleep(1000).then(() => loadData(bench))]);
-  await Promise.all(bench.children.map((c) => c.closeAll()));
-  bare.stop();
-  const floors: { name: string; cpuMs: number; writes: number; rssStart: number; rssOpen: number; n: number }[] = [];
-  for (const name of args.floors ?? []) floors.push({ name, ...(await measureFloor(bench, name)) });
-  const r = {
-    without,
-    withStreams,
-    withBare,
-    rss0,
-    rssOpen,
-    rssMax,
-    n,
-    fan,
-    fanT0,
-    skipped,
-    fanRef,
-    spread: spread.ms,
-    cpuFan,
-    conflated,
-    floors,
-    bare: { n: bareN, rssStart: bareStart, rssOpen: bareOpen, ...bareRun },
-  };
-  log(`fan-out: p50/p99 ${pct(fan.ms)} ms at ${fan.ms.length / Math.max(1, fanT0.length)} sampled streams; RSS ${(rssMax / 2 ** 20).toFixed(0)} MB`);
-  return r;
-}
-
-/** Another reference, the same clients and rate: `net` a node:net server, `joined` node:http with 10 events per write. */
-async function measureFloor(bench: Bench, name: string) {
-  const ref = await BareFanout.start({ ...envOf(args.env), ...(name === 'net' ? { BARE_MODE: 'net' } : {}) });
-  const rssStart = (await ref.idle()).rss;
-  const n = await bench.openStreams(args.streams, 'bare', 0, ref.url);
-  await quiesce([...bench.pids(), ref.pid], { maxMs: 10_000 });
-  const rssOpen = (await ref.idle()).rss;
-  const r = await ref.run(args['fan-rate'], args['fan-seconds'], bench.frameBytes, name === 'joined' ? 10 : 1);
-  await Promise.all(bench.children.map((c) => c.closeAll()));
-  ref.stop();
-  return { cpuMs: r.cpuMs, writes: r.writes, rssStart, rssOpen, n };
-}
-
-/** The reader's CPU for `--fan-seconds` of changes at `--fan-rate` (and 2 s after), with what is open now. */
-async function changesCpu(bench: Bench, label: string) {
-  await quiesce(bench.pids(), { maxMs: 10_000 });
-  const cpu0 = bench.readerCpu();
-  const fromUs = monoUs();
-  const stop = dropLoop(bench, args['fan-rate']);
-  await sleep(args['fan-seconds'] * 1000);
-  const { t0 } = await stop();
-  await sleep(2000);
-  spans.push({ label, fromUs, toUs: monoUs() });
-  return { cpu: bench.readerCpu() - cpu0, changes: t0.length };
-}
-
-/**
- * The same streams asking for `?conflate=`: the reader's CPU for the same seconds of changes; and
- * with no stream open, the part of it no stream causes (installing each version, the feed).
- */
-async function measureConflated(bench: Bench) {
-  const idle = await changesCpu(bench, 'no streams, the same changes');
-  const n = await bench.openStreams(args.streams, bench.sys.key, 0, `${bench.base}?conflate=${args['fan-conflate']}`);
-  const { cpu, changes } = await changesCpu(bench, `${n} streams ?conflate=${args['fan-conflate']}`);
-  await Promise.all(bench.children.map((c) => c.closeAll()));
-  log(`fan-out conflated: ${n} streams, reader CPU ${cpu} ms for ${changes} changes; no streams: ${idle.cpu} ms for ${idle.changes}`);
-  return { n, cpu, changes, idle };
-}
-
-/** The reader processes' CPU profiles (`--cpu-prof`): self time by file and the top functions. */
-async function profileReport(dir: string): Promise<string[]> {
-  const lines: string[] = [];
-  for (const f of await readdir(dir))
-    for (const span of [undefined, ...spans]) {
-      const s = summarizeProfile(join(dir, f), 25, span);
-      lines.push(`### reader profile ${f}${span ? `, ${span.label}` : ', whole run'}: ${fmtInt(s.busyMs)} ms busy`, '');
-      lines.push(
-        table(
-          ['self time by package / file', 'ms', 'share'],
-          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
-      lines.push(
-        table(
-          ['top functions (self)', 'ms', 'share'],
-          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
-    }
-  return lines;
-}
-
 /** The report: every part run, against its target. */
 function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: FanOutResult | undefined): string {
   const rows: string[][] = [];
@@ -528,17 +326,29 @@ function report(bench: Bench, lat: Latencies, lps: LongPolls | undefined, fo: Fa
 }
 
 async function main(): Promise<void> {
+  const fanOut = fanOutPart({
+    streams: args.streams,
+    sample: args.sample,
+    fanRate: args['fan-rate'],
+    fanSeconds: args['fan-seconds'],
+    fanConflate: args['fan-conflate'],
+    loadConnections: args['load-connections'],
+    loadSeconds: args['load-seconds'],
+    env: envOf(args.env),
+    floors: args.floors ?? [],
+    dataFile: LOADED.filename,
+  });
   const profileDir = args['cpu-prof'] ? await tempDir('changes-prof') : undefined;
   const bench = await setUp(profileDir);
   const lat = runs('latency') ? await measureLatency(bench) : {};
   const lps = runs('long-poll') ? await measureLongPoll(bench) : undefined;
-  const fo = runs('fan-out') ? await measureFanOut(bench) : undefined;
+  const fo = runs('fan-out') ? await fanOut.measureFanOut(bench) : undefined;
   bench.ref.close();
   bench.poller.close();
   if (profileDir) {
     // The profiles are written as the processes exit.
     await bench.sys.stop();
-    process.stdout.write(`\n${(await profileReport(profileDir)).join('\n')}\n`);
+    process.stdout.write(`\n${(await profileReport(profileDir, fanOut.spans)).join('\n')}\n`);
   }
   // A partial run (--part) prints its report only.
   await publishReport('changes', report(bench, lat, lps, fo), !args['no-doc'] && !args.quick && args.part.length === 0);

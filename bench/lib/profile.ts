@@ -1,5 +1,10 @@
 /** V8 CPU profiles (.cpuprofile, from `node --cpu-prof`) summed by package, file and function. */
 import { readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Span } from './changes-bench.js';
+import { table } from './report.js';
+import { fmtInt } from './stats.js';
 
 interface ProfileNode {
   id: number;
@@ -52,4 +57,29 @@ export function summarizeProfile(
   }
   const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).slice(0, top);
   return { busyMs: busy, groups: sorted(groups), functions: sorted(fns) };
+}
+
+/** The CPU profiles in `dir` (`--cpu-prof`), whole and cut to each span: self time by file and the top functions. */
+export async function profileReport(dir: string, spans: readonly Span[]): Promise<string[]> {
+  const lines: string[] = [];
+  for (const f of await readdir(dir))
+    for (const span of [undefined, ...spans]) {
+      const s = summarizeProfile(join(dir, f), 25, span);
+      lines.push(`### reader profile ${f}${span ? `, ${span.label}` : ', whole run'}: ${fmtInt(s.busyMs)} ms busy`, '');
+      lines.push(
+        table(
+          ['self time by package / file', 'ms', 'share'],
+          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+      lines.push(
+        table(
+          ['top functions (self)', 'ms', 'share'],
+          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
+        ),
+        '',
+      );
+    }
+  return lines;
 }
