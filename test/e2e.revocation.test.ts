@@ -100,15 +100,19 @@ describe('revocation ends held long-polls and uploads not yet queued', () => {
     socket.write(doc.subarray(0, half));
     // The upload is under way once it holds the key's one upload slot: a dry run of the same key
     // (which publishes nothing) is then refused with 429 too-many-uploads.
+    // The last probe's answer goes into a failure, to tell a slow start from another refusal.
+    let lastProbe = 'none yet';
     await waitFor(
       async () => {
         const probe = await fetch(`${svc.url}/v1/data/${PREGAME}?dry_run=1`, { method: 'PUT', headers: { 'x-api-key': key }, body: doc });
-        await probe.arrayBuffer();
+        lastProbe = `${probe.status} ${(await probe.text()).slice(0, 200)}`;
         return probe.status === 429;
       },
-      10_000,
+      30_000,
       'the upload under way',
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}; the last probe: ${lastProbe}`);
+    });
     await revoke('uploader', key);
     socket.write(doc.subarray(half));
     const answer = await answered;
