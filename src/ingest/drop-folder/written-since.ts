@@ -5,12 +5,10 @@
  * publish step loops; a removal that finds it written leaves it to recovery).
  *
  * The file's size, mtime, ctime and inode are compared with the fstat taken before the read. A
- * write stamps mtime and ctime with one time, from a clock that may be coarse (a few ms). When the
- * two differed at the read (the claim's rename, or a chmod, stamped the ctime after the last
- * write), a later write cannot leave both alike: the times tell. When they were equal, a rewrite
- * of the same size within that tick of the read leaves them alike, so when the read came that
- * close after the last write, the bytes are read again and compared: with the bytes read, while
- * the caller still holds them (a memcmp), else by their SHA-256.
+ * kernel stamps times from a coarse clock (a few ms): a rewrite of the same size within that tick
+ * of the read leaves them alike, so when the read came that close after the last write, the bytes
+ * are read again and compared: with the bytes read, while the caller still holds them (a memcmp),
+ * else by their SHA-256. (The claim's rename stamps its ctime, so a fresh drop is always that close.)
  */
 import { lstatSync, type Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
@@ -56,7 +54,7 @@ export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes
   } else st = await ifExists(lstat(path));
   if (!st) return false;
   if (st.size !== seen.size || st.mtimeMs !== seen.mtimeMs || st.ctimeMs !== seen.ctimeMs || st.ino !== seen.ino) return true;
-  if (seen.mtimeMs !== seen.ctimeMs || seen.statAtMs - seen.ctimeMs > SAME_TICK_MS) return false;
+  if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
     const again = (await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes;
