@@ -6,8 +6,8 @@
  * straight into the change log at `--rate`/s for `--seconds`: the reader's CPU per event written
  * and its RSS per open stream, in the same run, as ratios to plain HTTP/1.1.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +22,7 @@ import { cpuMs, memOf, quiesce } from './lib/proc.js';
 import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/run.js';
+import { selfSignedCert } from '../test/helpers/tls-cert.js';
 
 const args = benchArgs('Change feed by transport: reader CPU per event written and RSS per stream over HTTP/1.1, TLS and HTTP/2.', {
   streams: { type: 'number', default: 2000, quick: 100, description: 'open streams per transport' },
@@ -161,30 +162,7 @@ async function main(): Promise<void> {
   log(machineLine(machine));
   const dir = await tempDir('changes-tls');
   const prefix = benchPrefix('changes-tls');
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-days',
-      '1',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-    ],
-    { stdio: 'ignore' },
-  );
-  const ca = readFileSync(certFile);
+  const { certFile, keyFile, ca } = selfSignedCert(dir);
   const config = await writeConfig(dir, { plans: { pro: { allow: ['*'], rate: { max: 1_000_000_000, per: '1m' }, streams: 100_000 } } });
   const env = baseEnv(dir, prefix, { ODDSFILES_CONFIG: config, LOG_LEVEL: 'info' });
   const tlsEnv = { ...env, TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile };

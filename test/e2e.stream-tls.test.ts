@@ -6,8 +6,7 @@
  * event, and a client that goes away (also while changes flow to it; over HTTP/2 by resetting
  * its stream or by closing its connection) leaves no stream or slot held.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
@@ -17,6 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sleep } from './helpers/faults.js';
 import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './helpers/redis.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, type RunningOddsfiles } from './helpers/service.js';
+import { selfSignedCert } from './helpers/tls-cert.js';
 
 type Transport = 'http/1.1' | 'h2';
 
@@ -136,30 +136,9 @@ describe('the change feed over TLS', () => {
 
   beforeAll(async () => {
     const dataDir = await makeDataDir('e2e-stream-tls');
-    const certFile = join(dataDir, 'cert.pem');
-    const keyFile = join(dataDir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-        '-days',
-        '1',
-        '-keyout',
-        keyFile,
-        '-out',
-        certFile,
-      ],
-      { stdio: 'ignore' },
-    );
-    ca = readFileSync(certFile);
+    const cert = selfSignedCert(dataDir);
+    const { certFile, keyFile } = cert;
+    ca = cert.ca;
     writeFileSync(
       join(dataDir, 'oddsfiles.yaml'),
       [

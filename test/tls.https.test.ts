@@ -4,8 +4,7 @@
  * A plaintext request on that port gets no HTTP answer; a client that does not trust the
  * certificate is refused by the handshake; the edge answers stay problems over TLS too.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { connect as h2connect, constants as h2 } from 'node:http2';
 import { connect as netConnect } from 'node:net';
@@ -15,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from './helpers/redis.js';
 import { drop, tinyDoc } from './helpers/drops.js';
 import { baseEnv, makeDataDir, runCli, startOddsfiles, waitFor, type RunningOddsfiles } from './helpers/service.js';
+import { selfSignedCert } from './helpers/tls-cert.js';
 
 interface Answer {
   readonly status: number;
@@ -68,30 +68,9 @@ describe('HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', () => {
   beforeAll(async () => {
     const dataDir = await makeDataDir('tls');
     inbox = join(dataDir, 'inbox');
-    const certFile = join(dataDir, 'cert.pem');
-    const keyFile = join(dataDir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-        '-days',
-        '1',
-        '-keyout',
-        keyFile,
-        '-out',
-        certFile,
-      ],
-      { stdio: 'ignore' },
-    );
-    ca = readFileSync(certFile);
+    const cert = selfSignedCert(dataDir);
+    const { certFile, keyFile } = cert;
+    ca = cert.ca;
     writeFileSync(join(dataDir, 'oddsfiles.yaml'), 'plans:\n  pro: { allow: ["*"], rate: { max: 100, per: 1m } }\n');
     const env = baseEnv(dataDir, prefix, { TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile });
     svc = await startOddsfiles(env);
