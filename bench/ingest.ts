@@ -20,7 +20,7 @@ import { benchArgs, commandLine } from './lib/cli.js';
 import { docTemplate, type DocTemplate } from './lib/drops.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/oddsfiles-system.js';
-import { summarizeProfile } from './lib/profile.js';
+import { profileTables, summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { ingestRound, referenceRound } from './lib/rounds.js';
 import { log, runMain, tempDir } from './lib/run.js';
@@ -201,21 +201,7 @@ async function profileReport(variants: readonly Variant[], drops: number, profil
       lines.push(
         `### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * drops + drops))} ms per drop, warm-up included)`,
       );
-      lines.push(
-        '',
-        table(
-          ['self time by package / file', 'ms', 'share'],
-          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
-      lines.push(
-        table(
-          ['top functions (self)', 'ms', 'share'],
-          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
+      lines.push('', ...profileTables(s));
     }
   }
   return lines;

@@ -59,6 +59,23 @@ export function summarizeProfile(
   return { busyMs: busy, groups: sorted(groups), functions: sorted(fns) };
 }
 
+/** A summary as two tables (self time by package or file, top functions), each followed by a blank line. */
+export function profileTables(s: ReturnType<typeof summarizeProfile>): string[] {
+  const share = (ms: number) => `${Math.round((ms / s.busyMs) * 100)} %`;
+  return [
+    table(
+      ['self time by package / file', 'ms', 'share'],
+      s.groups.map(([g, ms]) => [g, fmtInt(ms), share(ms)]),
+    ),
+    '',
+    table(
+      ['top functions (self)', 'ms', 'share'],
+      s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), share(ms)]),
+    ),
+    '',
+  ];
+}
+
 /** The CPU profiles in `dir` (`--cpu-prof`), whole and cut to each span: self time by file and the top functions. */
 export async function profileReport(dir: string, spans: readonly Span[]): Promise<string[]> {
   const lines: string[] = [];
@@ -66,20 +83,7 @@ export async function profileReport(dir: string, spans: readonly Span[]): Promis
     for (const span of [undefined, ...spans]) {
       const s = summarizeProfile(join(dir, f), 25, span);
       lines.push(`### reader profile ${f}${span ? `, ${span.label}` : ', whole run'}: ${fmtInt(s.busyMs)} ms busy`, '');
-      lines.push(
-        table(
-          ['self time by package / file', 'ms', 'share'],
-          s.groups.map(([g, ms]) => [g, fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
-      lines.push(
-        table(
-          ['top functions (self)', 'ms', 'share'],
-          s.functions.map(([g, ms]) => [g.replace(/\|/g, '/'), fmtInt(ms), `${Math.round((ms / s.busyMs) * 100)} %`]),
-        ),
-        '',
-      );
+      lines.push(...profileTables(s));
     }
   return lines;
 }
