@@ -4,7 +4,7 @@
  * revocation; an upload whose headers arrived before the revocation and whose body after it is
  * answered 401 and published nowhere, staged nowhere, queued nowhere.
  */
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +21,7 @@ describe('revocation ends held long-polls and uploads not yet queued', () => {
   let dataDir: string;
   let env: Record<string, string>;
   let svc: RunningOddsfiles;
+  const sockets: Socket[] = [];
 
   const make = async (name: string, args: string[]) => {
     const res = await runCli(env, ['keys', 'create', '--name', name, ...args]);
@@ -44,6 +45,7 @@ describe('revocation ends held long-polls and uploads not yet queued', () => {
   }, 60_000);
 
   afterAll(async () => {
+    for (const s of sockets) s.destroy();
     await svc?.stop();
     await dropPrefix(prefix);
   });
@@ -82,31 +84,42 @@ describe('revocation ends held long-polls and uploads not yet queued', () => {
     const doc = tinyDoc('northwind', 'soccer', new Date().toISOString());
     const half = Math.floor(doc.length / 2);
     // On a socket of its own, byte for byte: the headers and half the body now, the rest later.
-    const socket = connect(port, '127.0.0.1');
-    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-    let raw = '';
-    socket.setEncoding('utf8').on('data', (c: string) => (raw += c));
-    const answered = new Promise<{ status: number; body: string }>((resolve) => {
-      const done = () => {
-        const split = raw.indexOf('\r\n\r\n');
-        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1] ?? 0), body: split < 0 ? raw : raw.slice(split + 4) });
-      };
-      socket.once('end', done).once('close', done);
-    });
-    socket.write(
-      `PUT /v1/data/${PREGAME} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${doc.length}\r\nConnection: close\r\n\r\n`,
-    );
-    // The headers and half the body before the revocation, the rest after it.
-    socket.write(doc.subarray(0, half));
+    const startUpload = async () => {
+      const socket = connect(port, '127.0.0.1');
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      let raw = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (raw += c));
+      const answered = new Promise<{ status: number; body: string }>((resolve) => {
+        const done = () => {
+          const split = raw.indexOf('\r\n\r\n');
+          resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1] ?? 0), body: split < 0 ? raw : raw.slice(split + 4) });
+        };
+        socket.once('end', done).once('close', done);
+      });
+      socket.write(
+        `PUT /v1/data/${PREGAME} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${doc.length}\r\nConnection: close\r\n\r\n`,
+      );
+      // The headers and half the body before the revocation, the rest after it.
+      socket.write(doc.subarray(0, half));
+      return { socket, answered, refused: () => raw !== '' };
+    };
+    let upload = await startUpload();
+    sockets.push(upload.socket);
     // The upload is under way once it holds the key's one upload slot: a dry run of the same key
-    // (which publishes nothing) is then refused with 429 too-many-uploads.
-    // The last probe's answer goes into a failure, to tell a slow start from another refusal.
+    // (which publishes nothing) is then refused with 429 too-many-uploads. A probe that reached
+    // the reader first holds the slot for its moment, and the upload is refused instead: then it
+    // starts again. The last probe's answer goes into a failure, to tell a slow start from another refusal.
     let lastProbe = 'none yet';
     await waitFor(
       async () => {
+        if (upload.refused()) {
+          upload.socket.destroy();
+          upload = await startUpload();
+          sockets.push(upload.socket);
+        }
         const probe = await fetch(`${svc.url}/v1/data/${PREGAME}?dry_run=1`, { method: 'PUT', headers: { 'x-api-key': key }, body: doc });
         lastProbe = `${probe.status} ${(await probe.text()).slice(0, 200)}`;
-        return probe.status === 429;
+        return probe.status === 429 && !upload.refused();
       },
       30_000,
       'the upload under way',
@@ -114,8 +127,8 @@ describe('revocation ends held long-polls and uploads not yet queued', () => {
       throw new Error(`${(err as Error).message}; the last probe: ${lastProbe}`);
     });
     await revoke('uploader', key);
-    socket.write(doc.subarray(half));
-    const answer = await answered;
+    upload.socket.write(doc.subarray(half));
+    const answer = await upload.answered;
     expect(answer.status, answer.body).toBe(401);
     expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://oddsfiles.dev/problems/unauthorized', detail: expect.stringMatching(/revoked/) });
     // Nothing published: the catalog has no such file and its position did not move for it.

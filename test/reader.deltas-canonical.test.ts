@@ -29,6 +29,12 @@ describe('the canonical digest of deltas', () => {
       {},
       [1, [2, [3, { z: 1, a: [] }]], 'x'],
       { b: 1, a: 2, B: 3, _: 4, '': 5, '10': 6, '9': 7, é: 8, '€': 9, '😀': 10, '\ufb33': 11, '\r': 12 },
+      { '1': 'a', '2': 'b' },
+      { a: { '10': 1, '9': 2 }, b: [{ '0': null }] },
+      JSON.parse('{"__proto__": {"b": 1, "a": 2}, "constructor": 3, "toJSON": 4}'),
+      JSON.parse('{"z": 0, "__proto__": {"b": 1, "a": 2}}'),
+      // A backslash of the text before "ud800" is not a lone surrogate.
+      { s: 'a \\ud800 b', t: '\\\\ud83d', pair: '\ud83d\ude00' },
       { nested: { z: { y: { x: [null, false, { k: 'v' }] } } }, price: 1.85, n: -1 },
       // Longer than a hashing chunk.
       { events: Array.from({ length: 3000 }, (_, i) => ({ id: `e${i}`, odds: [1 + i / 100, 2.5, 3.25], name: `Team ${i} – ${'ü'.repeat(i % 5)}` })) },
@@ -41,5 +47,8 @@ describe('the canonical digest of deltas', () => {
     expect(canonicalSha256(NaN)).toBeNull();
     expect(canonicalSha256({ s: 'lone \ud800 surrogate' })).toBeNull();
     expect(canonicalSha256({ ['\udc00']: 1 })).toBeNull();
+    expect(canonicalSha256({ a: 1, b: { z: 'x \\\udbff' } })).toBeNull();
+    expect(canonicalSha256({ '10': [-Infinity], '9': 1 })).toBeNull();
+    expect(canonicalSha256({ '10': 'x', '9': '\ud800' })).toBeNull();
   });
 });

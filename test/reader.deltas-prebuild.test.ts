@@ -85,7 +85,7 @@ async function setup(prebuildForMs: number) {
   };
   /** GET of `v` from `base` with A-IM: json-patch. */
   const ask = (v: Version, base: Version) =>
-    deltas.answer(v, v.identity, { 'a-im': 'json-patch', 'if-none-match': base.identity.etag, 'accept-encoding': 'identity' });
+    deltas.answer(v, () => v.identity, { 'a-im': 'json-patch', 'if-none-match': base.identity.etag, 'accept-encoding': 'identity' });
   return { deltas, install, ask, builds: () => builds };
 }
 
@@ -112,7 +112,7 @@ describe('the one-version-behind prebuild of deltas', () => {
     const first = await ask(a2, a1);
     expect(first.status).toBe(226);
     expect(rebuilt(docOf(1), first.body as Buffer)).toEqual(docOf(2));
-    const whole = await deltas.answer(b1, b1.identity, {});
+    const whole = await deltas.answer(b1, () => b1.identity, {});
     expect(whole.status).toBe(200);
 
     // The next versions: a.json's patch is built as it arrives, b.json's is not.
@@ -140,5 +140,27 @@ describe('the one-version-behind prebuild of deltas', () => {
     expect(rebuilt(docOf(2), next.body as Buffer)).toEqual(docOf(3));
     expect(builds()).toBe(before + 1);
     expect(deltas.prebuildStats()).toEqual({ started: 0, skipped: 0, joined: 0 });
+  });
+
+  it("makes the whole file's compressed representation only when a patch is not far smaller than the file", async () => {
+    const { deltas, install } = await setup(0);
+    const bigDoc = (n: number) => ({ ...docOf(n), events: Array.from({ length: 2000 }, (_, i) => ({ id: i, odds: [1.5 + i, 2.5 + (i === n ? n : 0)] })) });
+    const v1 = await install('a.json', bigDoc(1));
+    const v2 = await install('a.json', bigDoc(2));
+    let made = 0;
+    const variantOf = (v: Version) => () => (made++, v.identity);
+    const headers = (base: Version) => ({ 'a-im': 'json-patch', 'if-none-match': base.identity.etag, 'accept-encoding': 'identity' });
+    // A one-price patch of a ~60 KB file: sent without making the whole file's representation.
+    const small = await deltas.answer(v2, variantOf(v2), headers(v1));
+    expect(small.status).toBe(226);
+    expect(made).toBe(0);
+    // Every price moved: the patch is not far smaller than the file, so the two are compared.
+    const v3 = await install('a.json', { ...bigDoc(3), events: bigDoc(3).events.map((e) => ({ ...e, odds: e.odds.map((o) => o + 0.01) })) });
+    const big = await deltas.answer(v3, variantOf(v3), headers(v2));
+    expect(made).toBe(1);
+    expect(big.status).toBe(200);
+    // No patch asked for: the whole file, made once for the answer.
+    expect((await deltas.answer(v3, variantOf(v3), {})).status).toBe(200);
+    expect(made).toBe(2);
   });
 });

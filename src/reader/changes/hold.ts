@@ -49,8 +49,16 @@ export function createHold({ published, holdTimeoutMs, release }: HoldDeps): Hol
       timer.unref();
     }
   };
+  // After the install's other listeners (a patch prebuilt for a client one version behind starts
+  // before its change is written to the streams), still before any I/O.
+  let queued = false;
   const unwatch = published.onInstall(() => {
-    if (pending.length > 0) flush();
+    if (pending.length === 0 || queued) return;
+    queued = true;
+    queueMicrotask(() => {
+      queued = false;
+      flush();
+    });
   });
 
   return {

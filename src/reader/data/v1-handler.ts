@@ -193,8 +193,8 @@ export function createV1Handler(deps: V1HandlerDeps): V1Handler {
     const refused = refusalOf(principal, name, version);
     if (refused) return refused;
     if (version === undefined) return LOADING;
+    if (deltas && req.headers['a-im'] !== undefined) return deltas.answer(version, () => pick(version, req.headers['accept-encoding']), req.headers);
     const variant = pick(version, req.headers['accept-encoding']);
-    if (deltas && req.headers['a-im'] !== undefined) return deltas.answer(version, variant, req.headers);
     return variant instanceof Promise ? variant.then((v) => dataAnswer(version, v, req.headers)) : dataAnswer(version, variant, req.headers);
   };
 

@@ -1,8 +1,9 @@
 /**
  * Delta encoding (RFC 3229) of /v1/data: a client that holds an earlier version sends its ETag in
  * If-None-Match and `A-IM: json-patch` and/or `merge-patch`; when that version is one of the last
- * DELTA_DEPTH and a patch costs less than the whole answer would (in the coding the client takes),
- * the answer is `226 IM Used` with the patch. Otherwise the usual 200 (or 304).
+ * DELTA_DEPTH and a patch costs less than the whole answer would (in the coding the client takes;
+ * a patch far smaller than the file goes without the whole file compressed to compare), the answer
+ * is `226 IM Used` with the patch. Otherwise the usual 200 (or 304).
  *
  * Nothing of it runs on the serving loop but lookups: patches and digests are built in a worker
  * pool and kept (facts.ts), each IM on its own. A file recently asked for patches one version
@@ -41,16 +42,23 @@ export const DELTA_DEPTH = 8;
 /** The response header with the SHA-256 (hex) of the current version's canonical JSON (RFC 8785). */
 export const CANONICAL_DIGEST = 'json-canonical-sha256';
 export const DELTA_VARY = 'Accept-Encoding, A-IM, If-None-Match';
+/**
+ * A patch at most this many times smaller than the file is sent as it is: gzip and brotli at the
+ * levels the reader uses do not shrink JSON odds this far, so the whole file's compressed
+ * representation need not be made (on the path of a client one version behind) to be compared.
+ */
+const SURELY_SMALLER = 64;
 
 export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
 
 export interface Deltas {
   /**
-   * The answer to a GET of `variant` of `version` that carries A-IM (a variant still being
-   * compressed is waited for beside the patch).
+   * The answer to a GET of `version` that carries A-IM. `variant` makes the whole file's
+   * representation for the request's Accept-Encoding: called only when the answer may be the
+   * whole file (no patch, or one not small enough to go without comparing).
    */
-  answer(version: Version, variant: Variant | Promise<Variant>, headers: IncomingHttpHeaders): Promise<Answer>;
+  answer(version: Version, variant: () => Variant | Promise<Variant>, headers: IncomingHttpHeaders): Promise<Answer>;
   /** What the one-version-behind prebuild did (prebuild.ts). */
   prebuildStats(): PrebuildStats;
   close(): Promise<void>;
@@ -159,28 +167,27 @@ export function createDeltas(deps: DeltaDeps): Deltas {
   return {
     close: deps.close ?? (() => Promise.resolve()),
     prebuildStats: () => prebuild.stats(),
-    async answer(version, pending, headers) {
+    async answer(version, variantOf, headers) {
       const aim = headers['a-im'];
       const ims = parseAIm(typeof aim === 'string' ? aim : undefined);
       const small = version.identity.body.length <= maxBytes;
       const inm = headers['if-none-match'];
       const base = small && ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
-      // The patch is looked up (or its build waited for) while the variant is compressed.
-      const finding = base === undefined ? undefined : patchesFrom(version, base, [...ims]);
-      void finding?.catch(() => undefined);
-      const variant = await pending;
-      const plain = dataAnswer(version, variant, headers);
-      if (plain.status !== 200 || !small) return plain;
-      if (finding === undefined) return withDigest(plain, version);
+      const whole = async (made?: Variant) => {
+        const plain = dataAnswer(version, made ?? (await variantOf()), headers);
+        return plain.status === 200 && small ? withDigest(plain, version) : plain;
+      };
+      // Validators are the same in every coding: the identity bytes decide 200 or 304.
+      if (base === undefined || dataAnswer(version, version.identity, headers).status !== 200) return whole();
       let found: Awaited<ReturnType<typeof patchesFrom>>;
       try {
-        found = await finding;
+        found = await patchesFrom(version, base, [...ims]);
       } catch (err) {
         log.warn({ err: { message: (err as Error).message }, filename: version.entry.filename }, 'cannot make a delta; answering with the whole file');
-        return withDigest(plain, version);
+        return whole();
       }
       const digest = facts.digestNow(version);
-      if (found === undefined || typeof digest !== 'string') return withDigest(plain, version);
+      if (found === undefined || typeof digest !== 'string') return whole();
       const accept = parseAcceptEncoding(headers['accept-encoding']);
       let best: { im: Im; coding: 'identity' | 'gzip' | 'br'; body: Buffer } | undefined;
       for (const im of ims) {
@@ -192,7 +199,12 @@ export function createDeltas(deps: DeltaDeps): Deltas {
           if (best === undefined || body.length < best.body.length) best = { im, coding, body };
         }
       }
-      if (best === undefined || best.body.length >= variant.body.length) return withDigest(plain, version);
+      if (best === undefined) return whole();
+      // A patch under 1/SURELY_SMALLER of the file is sent without compressing the whole file to compare.
+      if (best.body.length * SURELY_SMALLER > version.identity.body.length) {
+        const variant = await variantOf();
+        if (best.body.length >= variant.body.length) return whole(variant);
+      }
       const out = [
         'etag',
         version.identity.etag,
