@@ -26,6 +26,7 @@ import { OddsfilesSystem } from './lib/oddsfiles-system.js';
 import { cpuMs, loopCpuMs, memOf } from './lib/proc.js';
 import { summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
+import { measureFloor, type Floor } from './lib/stall-floor.js';
 import { log, runMain, tempDir } from './lib/run.js';
 import { quantile } from './lib/stats.js';
 
@@ -217,6 +218,14 @@ async function main(): Promise<void> {
       const answers = counts.reduce((a, [, n]) => a + n, 0);
       return `${counts.map(([s, n]) => `${n}× ${s}`).join(', ')}; reader loop CPU ${(cpu / answers).toFixed(3)} ms per answer`;
     });
+  let floor: Floor | undefined;
+  if (args.only.includes('a')) {
+    // The floor of (a): the sizes the reader answered with, from a bare server (stall-floor.ts).
+    const patchBytes = (await get(`${url}/v1/data/${DELTA}`, { 'x-api-key': sys.key, 'a-im': 'json-patch', 'if-none-match': etags[0]!, 'accept-encoding': 'gzip' })).length;
+    const filesBytes = (await get(`${url}/v1/files`, { 'x-api-key': sys.key })).length;
+    floor = await measureFloor({ seconds: args.seconds, patchBytes, filesBytes, get });
+    log(`(a) floor: a bare node:http server, steady p99 idle ${floor.idleP99.toFixed(1)} ms, under the 4 delta clients ${floor.loadedP99.toFixed(1)} ms (${JSON.stringify(floor.counts)})`);
+  }
   await sleep(12_000);
   const afterA = memOf(reader.pid).rss;
   log(`12 s after (a): reader memory (MB): ${memLine((await loop()).mem)}`);
@@ -347,6 +356,12 @@ async function main(): Promise<void> {
       ['l', 'r', 'r', 'r', 'r', 'l'],
     ),
     '',
+    ...(floor
+      ? [
+          `The floor of (a): the same steady client and the same 4 delta clients against a bare node:http server answering bytes made in advance, of the sizes the reader sent: steady client p99 ${floor.idleP99.toFixed(1)} ms idle, ${floor.loadedP99.toFixed(1)} ms under the clients (${Object.entries(floor.counts).map(([s, n]) => `${n}× ${s}`).join(', ')}): ${(floor.loadedP99 / floor.idleP99).toFixed(1)}× its idle p99.`,
+          '',
+        ]
+      : []),
     `Reader RSS 12 s after (a): ${(afterA / MB).toFixed(0)} MB; after (b): ${(afterB / MB).toFixed(0)} MB (goal during them: ≤ 100 MB + 3× the published bytes).`,
     '',
     `One version behind, ${(v2.length / 1000).toFixed(0)} KB live file, 5 % of the prices moved: JSON Patch (gzip) ${patch} bytes against the gzip whole file ${wholeGzip} bytes: 1/${(wholeGzip / Math.max(1, patch)).toFixed(0)} (goal ≤ 1/20). Reader CPU per answer over ${2 * args.requests} requests each: the patch (226) ${(cpu.patch / 2).toFixed(3)} ms, its 304 ${(cpu.notModified / 2).toFixed(3)} ms: ${(cpu.patch / cpu.notModified).toFixed(2)}× (goal ≤ 1.5×).`,
