@@ -92,7 +92,11 @@ export async function createChangeFeed(deps: ChangeFeedDeps): Promise<ChangeFeed
       position = to;
       for (const l of resetListeners) l(to);
     },
-    take: (c) => hold.add(c),
+    take(c) {
+      // The log is often read before the announcement arrives: the version's load starts now.
+      published.heard(c.entry, c.seq);
+      hold.add(c);
+    },
     read: () => hold.flush(),
   });
 

@@ -7,6 +7,7 @@
  * bytes ahead of its announcement (src/catalog/carried.ts); compressed variants are made
  * once per version and coding, when first asked for (variants.ts).
  */
+import type { ChangeEntry } from '../../catalog/change-log.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
 import { parseCatalogChange } from '../../catalog/redis-catalog.js';
 import { createCarriedBytes } from '../../catalog/carried.js';
@@ -14,7 +15,7 @@ import { manifestSnapshot, readManifest } from '../../catalog/manifest.js';
 import type { CatalogEntry, CatalogSnapshot } from '../../catalog/types.js';
 import type { FeedRegistry } from '../../feeds/registry.js';
 import type { Logger } from '../../log.js';
-import type { Store } from '../../store/store.js';
+import { objectKey, type Store } from '../../store/store.js';
 import type { CompressedCoding } from './encoding.js';
 import { createVariantMaker } from './variants.js';
 import { loadVersion, supersedes, trustedVersion, type Variant, type Version } from './version.js';
@@ -37,6 +38,11 @@ export interface PublishedCache {
    * it (carried) is held at once, with no store read.
    */
   handleMessage(message: string): void;
+  /**
+   * A version the change log named (read before, or after, its announcement on the channel):
+   * handled as its announcement, and at most once with it (a load under way is joined).
+   */
+  heard(entry: CatalogEntry | ChangeEntry, seq: number): void;
   /** A message of the bytes channel: a version's bytes, carried ahead of its announcement (src/catalog/carried.ts). */
   carried(message: Buffer): void;
   /**
@@ -149,6 +155,24 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     }
   };
 
+  /**
+   * A version announced (on the channel or in the change log): its carried bytes held, else loaded
+   * from the store. A change log entry names the file and the version; the rest of a catalog
+   * entry follows from them, as the publish step made it (the filename's feed, the object's key).
+   */
+  const heard = (named: CatalogEntry | ChangeEntry, seq: number): void => {
+    let entry: CatalogEntry;
+    if ('object' in named) entry = named;
+    else {
+      const feed = registry.feeds.get(named.filename);
+      if (feed === undefined) return;
+      entry = { ...named, bookmaker: feed.bookmaker, kind: feed.kind, sport: feed.sport, object: objectKey(named.filename, named.sha256) };
+    }
+    const bytes = carried.take(entry);
+    if (bytes) offer(entry, seq, bytes);
+    else void consider(entry, seq);
+  };
+
   /** Hold a version whose bytes came with it (this process's publish step, or carried ahead of a worker's commit). */
   const offer = (entry: CatalogEntry, seq: number, bytes: Buffer): void => {
     if (closed || !registry.feeds.has(entry.filename)) return;
@@ -201,10 +225,9 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
         log.warn('ignoring a malformed catalog announcement');
         return;
       }
-      const bytes = carried.take(change.entry);
-      if (bytes) offer(change.entry, change.seq, bytes);
-      else void consider(change.entry, change.seq);
+      heard(change.entry, change.seq);
     },
+    heard: (entry, seq) => heard(entry, seq),
     carried(message) {
       if (!closed) carried.put(message);
     },
