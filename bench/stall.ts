@@ -221,10 +221,14 @@ async function main(): Promise<void> {
   let floor: Floor | undefined;
   if (args.only.includes('a')) {
     // The floor of (a): the sizes the reader answered with, from a bare server (stall-floor.ts).
-    const patchBytes = (await get(`${url}/v1/data/${DELTA}`, { 'x-api-key': sys.key, 'a-im': 'json-patch', 'if-none-match': etags[0]!, 'accept-encoding': 'gzip' })).length;
+    const patchBytes = (
+      await get(`${url}/v1/data/${DELTA}`, { 'x-api-key': sys.key, 'a-im': 'json-patch', 'if-none-match': etags[0]!, 'accept-encoding': 'gzip' })
+    ).length;
     const filesBytes = (await get(`${url}/v1/files`, { 'x-api-key': sys.key })).length;
     floor = await measureFloor({ seconds: args.seconds, patchBytes, filesBytes, get });
-    log(`(a) floor: a bare node:http server, steady p99 idle ${floor.idleP99.toFixed(1)} ms, under the 4 delta clients ${floor.loadedP99.toFixed(1)} ms (${JSON.stringify(floor.counts)})`);
+    log(
+      `(a) floor: a bare node:http server, steady p99 idle ${floor.idleP99.toFixed(1)} ms, under the 4 delta clients ${floor.loadedP99.toFixed(1)} ms (${JSON.stringify(floor.counts)})`,
+    );
   }
   await sleep(12_000);
   const afterA = memOf(reader.pid).rss;
@@ -358,7 +362,11 @@ async function main(): Promise<void> {
     '',
     ...(floor
       ? [
-          `The floor of (a): the same steady client and the same 4 delta clients against a bare node:http server answering bytes made in advance, of the sizes the reader sent: steady client p99 ${floor.idleP99.toFixed(1)} ms idle, ${floor.loadedP99.toFixed(1)} ms under the clients (${Object.entries(floor.counts).map(([s, n]) => `${n}× ${s}`).join(', ')}): ${(floor.loadedP99 / floor.idleP99).toFixed(1)}× its idle p99.`,
+          `The floor of (a): the same steady client and the same 4 delta clients against a bare node:http server answering bytes made in advance, of the sizes the reader sent: steady client p99 ${floor.idleP99.toFixed(1)} ms idle, ${floor.loadedP99.toFixed(1)} ms under the clients (${Object.entries(
+            floor.counts,
+          )
+            .map(([s, n]) => `${n}× ${s}`)
+            .join(', ')}): ${(floor.loadedP99 / floor.idleP99).toFixed(1)}× its idle p99.`,
           '',
         ]
       : []),

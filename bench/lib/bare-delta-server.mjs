@@ -10,7 +10,12 @@ const files = Buffer.from(JSON.stringify({ files: [{ name: 'x'.repeat(Math.max(0
 const health = Buffer.from('{"status":"ok"}');
 const server = createServer((req, res) => {
   if (req.url.startsWith('/v1/data/')) {
-    res.writeHead(226, { 'content-type': 'application/json-patch+json', 'content-encoding': 'gzip', im: 'json-patch', etag: '"0123456789abcdef0123456789abcdef"' });
+    res.writeHead(226, {
+      'content-type': 'application/json-patch+json',
+      'content-encoding': 'gzip',
+      im: 'json-patch',
+      etag: '"0123456789abcdef0123456789abcdef"',
+    });
     res.end(patch);
   } else {
     res.writeHead(200, { 'content-type': 'application/json' });

@@ -28,9 +28,13 @@ export interface Floor {
 }
 
 export async function measureFloor(o: FloorOptions): Promise<Floor> {
-  const server = spawnTracked(process.execPath, [resolve('bench/lib/bare-delta-server.mjs'), JSON.stringify({ patchBytes: o.patchBytes, filesBytes: o.filesBytes })], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const server = spawnTracked(
+    process.execPath,
+    [resolve('bench/lib/bare-delta-server.mjs'), JSON.stringify({ patchBytes: o.patchBytes, filesBytes: o.filesBytes })],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   server.stderr!.resume();
   try {
     const [port] = (await once(createInterface({ input: server.stdout! }), 'line')) as [string];
@@ -39,7 +43,7 @@ export async function measureFloor(o: FloorOptions): Promise<Floor> {
       const times: number[] = [];
       let done = false;
       void until?.then(() => (done = true));
-      for (const end = Date.now() + ms; !done && (until !== undefined || Date.now() < end); ) {
+      for (const end = Date.now() + ms; !done && (until !== undefined || Date.now() < end);) {
         for (const path of ['/v1/files', '/healthz']) {
           const t = performance.now();
           await o.get(`${url}${path}`, {});
