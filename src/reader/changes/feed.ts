@@ -80,6 +80,8 @@ export async function createChangeFeed(deps: ChangeFeedDeps): Promise<ChangeFeed
     }
   };
   const hold = createHold({ published, holdTimeoutMs: deps.holdTimeoutMs ?? 2000, release });
+  /** The newest change of each file in the read under way. */
+  const named = new Map<string, LoggedChange>();
   const tail = startTail({
     tail: deps.tail,
     log,
@@ -93,11 +95,16 @@ export async function createChangeFeed(deps: ChangeFeedDeps): Promise<ChangeFeed
       for (const l of resetListeners) l(to);
     },
     take(c) {
-      // The log is often read before the announcement arrives: the version's load starts now.
-      published.heard(c.entry, c.seq);
+      named.set(c.entry.filename, c);
       hold.add(c);
     },
-    read: () => hold.flush(),
+    read() {
+      // The log is often read before the announcement arrives: each file's newest version in
+      // this read starts loading now (an older one of the same read would only be superseded).
+      for (const c of named.values()) published.heard(c.entry, c.seq);
+      named.clear();
+      hold.flush();
+    },
   });
 
   return {
