@@ -82,7 +82,7 @@ export const DATA_ROUTE_SCHEMA = {
   operationId: 'getOddsData',
   summary: 'Download one odds file',
   description:
-    'The JSON document exactly as the bookmaker published it. Send Accept-Encoding: br or gzip for a compressed body, and If-None-Match with the ETag you hold to get 304 until a new version is published. Deltas (RFC 3229): with If-None-Match naming a version you hold (one of the last 8) and `A-IM: json-patch` and/or `merge-patch`, the answer is 226 with a patch when it is smaller than the whole answer and ready within a second (files over deltas.max_bytes get none); the JSON value is rebuilt exactly, key order and whitespace are not. Checks run in the order 401, 429, 404, 403.',
+    'The JSON document exactly as the bookmaker published it. Send Accept-Encoding: br or gzip for a compressed body, and If-None-Match with the ETag you hold to get 304 until a new version is published. Deltas (RFC 3229): with If-None-Match naming a version you hold (one of the last 8) and `A-IM: json-patch` and/or `merge-patch`, the answer is 226 with a patch when it is smaller than the whole answer (one under 1/64 of the file is sent without comparing) and ready within a second (files over deltas.max_bytes get none); the JSON value is rebuilt exactly, key order and whitespace are not. Checks run in the order 401, 429, 404, 403.',
   tags: ['odds'],
   response: {
     200: {
