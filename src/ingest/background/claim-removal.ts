@@ -14,9 +14,13 @@ import { isMissing } from '../../missing.js';
 /**
  * A settled claim: its path, and what was read of it when it was settled. With `seen`, a claim
  * written since (a writer rewriting it in place: written-since.ts) is kept, not removed: recovery
- * queues it again once quiet, so its newer content is processed too.
+ * queues it again once quiet, so its newer content is processed too. `held`: the bytes read, so
+ * the check compares bytes instead of hashing them (kept up to HELD_MAX_BYTES in all).
  */
-export type ClaimRef = string | { readonly path: string; readonly seen: SeenClaim };
+export type ClaimRef = string | { readonly path: string; readonly seen: SeenClaim; readonly held?: Buffer };
+
+/** The bytes of pending claims kept for their check, at most; past it a claim is checked by its SHA-256. */
+const HELD_MAX_BYTES = 16 * 1024 * 1024;
 
 const pathOf = (c: ClaimRef): string => (typeof c === 'string' ? c : c.path);
 
@@ -59,6 +63,18 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const syncIoMaxBytes = opts.syncIoMaxBytes ?? 0;
   let covered: PendingClaim[] = [];
   let checks: ClaimRef[] = [];
+  let heldBytes = 0;
+
+  /** The claim as kept until its check: its bytes only while the total stays under the bound. */
+  const keep = (claim: ClaimRef): ClaimRef => {
+    if (typeof claim === 'string' || !claim.held) return claim;
+    if (heldBytes + claim.held.length > HELD_MAX_BYTES) return { path: claim.path, seen: claim.seen };
+    heldBytes += claim.held.length;
+    return claim;
+  };
+  const release = (claim: ClaimRef) => {
+    if (typeof claim !== 'string' && claim.held) heldBytes -= claim.held.length;
+  };
 
   const notRemoved = (err: NodeJS.ErrnoException, path: string) => {
     if (!isMissing(err)) log.warn({ err: { message: err.message }, path }, 'could not remove a settled claim; recovery will settle it again');
@@ -70,6 +86,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
    * CLEANUP_BATCH at a time.
    */
   const remove = async (all: readonly { readonly claim: ClaimRef; readonly bytes?: number }[]) => {
+    for (const c of all) release(c.claim);
     const list = await keepWrittenSince(all);
     const later: string[] = [];
     for (const c of list) {
@@ -90,7 +107,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const keepWrittenSince = async <C extends { readonly claim: ClaimRef }>(list: readonly C[]): Promise<C[]> => {
     const out: C[] = [];
     for (const c of list) {
-      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen, syncIoMaxBytes))) {
+      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen, syncIoMaxBytes, c.claim.held))) {
         log.info({ path: c.claim.path }, 'a settled drop was written again in place: its claim stays and is processed again once quiet');
         continue;
       }
@@ -101,10 +118,11 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
 
   return {
     afterManifest(seq, claim, bytes) {
+      claim = keep(claim);
       covered.push(bytes !== undefined ? { seq, claim, bytes } : { seq, claim });
     },
     afterCheck(claim) {
-      checks.push(claim);
+      checks.push(keep(claim));
     },
     awaitingCheck: () => checks.length > 0,
     takeChecks() {

@@ -132,22 +132,23 @@ export interface ClaimRead {
  * (the publish step waits there for its memory budget), and the fstat's size and mtime are
  * returned, so no separate lstat is needed to settle a drop written in place.
  */
+// O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
+// O_NONBLOCK: opening a FIFO does not wait for a writer.
+const CLAIM_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 export async function readClaim(
   path: string,
   maxBytes: number,
   beforeRead?: (size: number) => Promise<void> | void,
   syncIoMaxBytes: number = SYNC_IO_MAX_BYTES,
 ): Promise<ClaimRead> {
-  // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
-  // O_NONBLOCK: opening a FIFO does not wait for a writer.
   // With synchronous I/O on (syncIoMaxBytes > 0) the open, fstat and close are synchronous
   // (microseconds on a local folder, sync-io.ts), and so is the read of a drop up to
   // syncIoMaxBytes; bigger drops are read on the thread pool.
   const syncOk = syncIoMaxBytes > 0;
-  const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
   let fd: number;
   try {
-    fd = syncOk ? openSync(path, flags) : await openFd(path, flags);
+    fd = syncOk ? openSync(path, CLAIM_OPEN_FLAGS) : await openFd(path, CLAIM_OPEN_FLAGS);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ELOOP' || code === 'EMLINK') throw new RejectionError('unknown_filename', 'a symbolic link, not a regular file');
@@ -177,5 +178,28 @@ export async function readClaim(
   } finally {
     if (syncOk) closeSync(fd);
     else await closeFd(fd);
+  }
+}
+
+/**
+ * A claim's bytes read again synchronously into `scratch` (which must hold `maxBytes` + 1): a view
+ * of it, valid until the next call with the same scratch, or undefined when the claim is no longer
+ * a regular file of at most `maxBytes`. Checking a settled claim for a rewrite (written-since.ts)
+ * reads every fresh drop again; into one buffer, that costs the copy and no garbage.
+ */
+export function readClaimSyncInto(path: string, maxBytes: number, scratch: Buffer): Buffer | undefined {
+  const fd = openSync(path, CLAIM_OPEN_FLAGS);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > maxBytes) return undefined;
+    const end = Math.min(maxBytes + 1, scratch.length);
+    let filled = 0;
+    for (;;) {
+      const n = readSync(fd, scratch, filled, end - filled, filled);
+      if (n === 0 || (filled += n) === end) break;
+    }
+    return filled > maxBytes ? undefined : scratch.subarray(0, filled);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -14,7 +14,7 @@ import { lstatSync, type Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { sha256Hex } from '../../sha256.js';
 import { ifExists, isMissing } from '../../missing.js';
-import { readClaim, type ClaimRead } from './inbox.js';
+import { readClaim, readClaimSyncInto, type ClaimRead } from './inbox.js';
 
 /** What was read of a claim: its fstat before the read, and the SHA-256 of the bytes read. */
 export interface SeenClaim {
@@ -31,6 +31,9 @@ export interface SeenClaim {
  * coarse clock's tick, with room for a network filesystem's clock.
  */
 const SAME_TICK_MS = 50;
+
+/** Where claims up to `ingest.sync_io_max_bytes` are read again (readClaimSyncInto); grows to the largest. */
+let scratch = Buffer.alloc(0);
 
 /** `sha256`: of `read.bytes` (the publish step has it already). */
 export function seenClaim(read: ClaimRead, sha256: string): SeenClaim {
@@ -57,7 +60,13 @@ export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes
   if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
-    const again = (await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes;
+    let again: Buffer | undefined;
+    if (seen.size <= syncIoMaxBytes) {
+      // Compared before anything else runs: the scratch buffer is shared.
+      if (scratch.length <= seen.size) scratch = Buffer.allocUnsafe(Math.max(seen.size + 1, Math.min(2 * scratch.length, syncIoMaxBytes + 1)));
+      again = readClaimSyncInto(path, seen.size, scratch);
+      if (!again) return false;
+    } else again = (await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes;
     return held?.length === seen.size ? !again.equals(held) : sha256Hex(again) !== seen.sha256;
   } catch {
     // Gone, or no longer readable as a drop: let the next look decide.

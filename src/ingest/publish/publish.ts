@@ -99,7 +99,7 @@ async function settleOnce(
     const { outcome, current, winner, carriedTo } = settled;
     if (outcome === 'unchanged') {
       // Maybe committed by an attempt that died before the manifest: the claim goes after a check.
-      ctx.manifest.check({ path: claim.path, seen: drop.seen });
+      ctx.manifest.check({ path: claim.path, seen: drop.seen, held: drop.received });
     } else if (outcome === 'superseded') {
       const record = { filename: claim.name, generated_at: drop.doc.generatedAt, published_generated_at: winner!, received_at: receivedAt.toISOString() };
       await ctx.deps.recordSuperseded?.(record).catch((e: unknown) => ctx.deps.log.warn({ err: e }, 'could not record the superseded drop in Redis'));
@@ -223,7 +223,7 @@ async function commitDrop(ctx: PublishContext, claim: Claim, drop: ReadDrop, lap
       }
     }
     // The claim goes once a manifest covering this commit is written (manifest-sync.ts).
-    manifest.committed(result.seq, feed.filename, result.evicted, { path: claim.path, seen: drop.seen }, entry, result.history);
+    manifest.committed(result.seq, feed.filename, result.evicted, { path: claim.path, seen: drop.seen, held: drop.received }, entry, result.history);
   }
   const winner = result.outcome === 'superseded' ? result.current.generatedAt : undefined;
   return { outcome: result.outcome, current: result.current, winner, carriedTo };
