@@ -16,7 +16,8 @@ export interface FsStoreOptions {
 
 /**
  * The filesystem backend: each put writes a temp file, fsyncs it, renames it into place and
- * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file.
+ * fsyncs the folder, so a crash leaves the old object or the new one and never a partial file
+ * (a put with `durable: false` skips both fsyncs: atomic still, but a crash may lose it).
  * The folders it made are remembered (no mkdir per put); one removed meanwhile is made again.
  * Objects up to `syncIoMaxBytes` are written with synchronous calls but for the two fsyncs, and
  * read with synchronous calls (a reader loads each new version: a page-cache read of microseconds,
@@ -71,7 +72,8 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
 
   return {
     description: url,
-    async put(key, bytes) {
+    async put(key, bytes, _contentType, options) {
+      const durable = options?.durable !== false;
       const target = pathOf(key);
       const dir = dirname(target);
       const tmp = join(tmpRoot, `${randomBytes(8).toString('hex')}.tmp`);
@@ -97,7 +99,7 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
         try {
           if (small) writeAllSync(fd, bytes);
           else await writeAllFd(fd, bytes);
-          await fsyncFd(fd);
+          if (durable) await fsyncFd(fd);
         } finally {
           if (small) closeSync(fd);
           else await closeFd(fd);
@@ -111,7 +113,7 @@ export function createFsStore(url: string, options: FsStoreOptions = {}): Store 
           await makeDir(dir);
           await move();
         }
-        await fsyncDir(dir, small);
+        if (durable) await fsyncDir(dir, small);
       } catch (err) {
         await rm(tmp, { force: true }).catch(() => undefined);
         wrap(`put ${key}`, err);

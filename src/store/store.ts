@@ -4,15 +4,24 @@
  *
  * Semantics every backend keeps:
  * - put() is atomic: a concurrent get() sees the old bytes or the new ones, never a mix or a
- *   partial object; once put() resolves the object is durable.
+ *   partial object; once put() resolves the object is durable (unless put with durable: false).
  * - get() of a missing key throws StoreNotFoundError; every other failure StoreUnavailableError.
  * - delete() of a missing key succeeds (garbage collection may race).
  * - list(prefix) returns every key starting with prefix, sorted.
  */
+export interface PutOptions {
+  /**
+   * false: the object need not survive a crash of the machine (still atomic: whole or absent to
+   * every get). A filesystem store skips its fsyncs; S3 acknowledges only what it keeps anyway.
+   * For bytes that are not yet acknowledged to anyone, such as an upload before its outcome.
+   */
+  readonly durable?: boolean;
+}
+
 export interface Store {
   /** Where the store is, for logs and status (no secrets). */
   readonly description: string;
-  put(key: string, bytes: Buffer, contentType?: string): Promise<void>;
+  put(key: string, bytes: Buffer, contentType?: string, options?: PutOptions): Promise<void>;
   get(key: string): Promise<Buffer>;
   exists(key: string): Promise<boolean>;
   delete(key: string): Promise<void>;

@@ -52,7 +52,9 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
   const submit = async (filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome> => {
     const claimId = newClaimId(receivedAt);
     const key = stagedKey(claimId, filename);
-    await store.put(key, bytes, 'application/json');
+    // Not durable: until its outcome the upload is acknowledged to no one (a publisher whose PUT
+    // gets no answer sends it again). Made durable before answering that it is still pending.
+    await store.put(key, bytes, 'application/json', { durable: false });
     // The last moment the upload can be withdrawn: once queued, a worker settles it.
     if (mayQueue && !mayQueue()) {
       await store.delete(key).catch(() => undefined); // else the sweep removes it
@@ -79,8 +81,11 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
       r = await job.waitUntilFinished(events, config.publish.settleTimeoutMs);
     } catch (err) {
       // Not settled in time: the job stays queued and a worker settles it.
-      if (/timed out/i.test((err as Error).message)) return { outcome: 'pending' };
-      throw err;
+      if (!/timed out/i.test((err as Error).message)) throw err;
+      // "It will be settled": the staged bytes must survive a crash from now on. (Settled and
+      // removed meanwhile, the object put again is swept.)
+      await store.put(key, bytes, 'application/json');
+      return { outcome: 'pending' };
     } finally {
       outcomes.release();
     }
