@@ -96,7 +96,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
         inboxDir: config.inboxDir,
         concurrency: config.ingest.concurrency,
         lockDurationMs: config.ingest.lockDurationMs,
-        syncIo,
+        syncIoMaxBytes: config.ingest.syncIoMaxBytes,
         publish,
         store: deps.store,
         log,

@@ -18,6 +18,8 @@ import type { DropResult, Publisher } from './publish/publisher-types.js';
 import { BACKOFF_TYPE, backoffDelay, type IngestJobData, type IngestResult } from './queue.js';
 import { removeStaged, takeStagedClaim } from './http/staged.js';
 import { exists } from '../missing.js';
+import { existsSync } from 'node:fs';
+import { SYNC_IO_MAX_BYTES } from '../sync-io.js';
 
 export interface WorkerDeps {
   /** The worker's ioredis connection: its status and 'ready' also tell when a Redis outage ends. */
@@ -30,8 +32,12 @@ export interface WorkerDeps {
   /** Where staged uploads are (claim jobs marked `staged`: staged.ts); required to settle those. */
   readonly store?: Store;
   readonly log: Logger;
-  /** Claim with a synchronous rename (default; false for an inbox on a network filesystem: `ingest.sync_io_max_bytes: 0`). */
-  readonly syncIo?: boolean;
+  /**
+   * `ingest.sync_io_max_bytes`: above 0 (the default, SYNC_IO_MAX_BYTES), claims are made with
+   * synchronous calls, and staged uploads up to that size written into the inbox so; 0 for an
+   * inbox on a network filesystem.
+   */
+  readonly syncIoMaxBytes?: number;
   /** Called after every settled drop (metrics, follow-up enqueue). */
   readonly onSettled?: (result: DropResult, job: Job<IngestJobData, IngestResult>) => void | Promise<void>;
 }
@@ -40,7 +46,9 @@ export function createIngestWorker(deps: WorkerDeps): Worker<IngestJobData, Inge
   const processor = async (job: Job<IngestJobData, IngestResult>): Promise<IngestResult> => {
     const t0 = performance.now();
     const { name, receivedAt, claimId: given, staged } = job.data;
-    const claim = staged && given ? await takeStaged(deps, given, name, receivedAt) : await takeClaim(deps.inboxDir, job, name, given, deps.syncIo ?? true);
+    const syncIoMaxBytes = deps.syncIoMaxBytes ?? SYNC_IO_MAX_BYTES;
+    const claim =
+      staged && given ? await takeStaged(deps, given, name, receivedAt, syncIoMaxBytes) : await takeClaim(deps.inboxDir, job, name, given, syncIoMaxBytes > 0);
     if (!claim) {
       const fields = { filename: name, jobId: job.id, outcome: 'gone', attempt: job.attemptsMade + 1 };
       // A drop job finding nothing is normal: the drop was already processed (a rescan, a re-drop).
@@ -162,11 +170,17 @@ async function takeClaim(
 }
 
 /** A staged claim job's claim: in the inbox already (an earlier attempt), else taken from the store. */
-async function takeStaged(deps: Pick<WorkerDeps, 'inboxDir' | 'store'>, claimId: string, name: string, receivedAt: number): Promise<Claim | undefined> {
+async function takeStaged(
+  deps: Pick<WorkerDeps, 'inboxDir' | 'store'>,
+  claimId: string,
+  name: string,
+  receivedAt: number,
+  syncIoMaxBytes: number,
+): Promise<Claim | undefined> {
   const existing: Claim = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
-  if (await exists(existing.path)) return existing;
+  if (syncIoMaxBytes > 0 ? existsSync(existing.path) : await exists(existing.path)) return existing;
   if (!deps.store) throw new Error('a staged claim job reached a worker without the store');
-  return takeStagedClaim(deps.store, deps.inboxDir, claimId, name, receivedAt);
+  return takeStagedClaim(deps.store, deps.inboxDir, claimId, name, receivedAt, syncIoMaxBytes);
 }
 
 /** Unknown (no attemptsStarted) counts as a restart: the careful path. */

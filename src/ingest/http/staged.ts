@@ -8,6 +8,7 @@
  * removal failed) are removed by age (sweepStaged, run by workers).
  */
 import { randomBytes } from 'node:crypto';
+import { renameSync, utimesSync, writeFileSync } from 'node:fs';
 import { rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StoreNotFoundError } from '../../errors.js';
@@ -42,9 +43,17 @@ export function claimIdTime(claimId: string): number | undefined {
 /**
  * The staged upload of a claim job as a claim in `inboxDir`: the claim already there (an earlier
  * attempt wrote it), else the staged bytes written there; undefined when neither exists (settled
- * by an earlier attempt). Its mtime is the time of receipt, as recovery reads it.
+ * by an earlier attempt). Its mtime is the time of receipt, as recovery reads it. Uploads up to
+ * `syncIoMaxBytes` (`ingest.sync_io_max_bytes`) are written with synchronous calls.
  */
-export async function takeStagedClaim(store: Store, inboxDir: string, claimId: string, name: string, receivedAt: number): Promise<Claim | undefined> {
+export async function takeStagedClaim(
+  store: Store,
+  inboxDir: string,
+  claimId: string,
+  name: string,
+  receivedAt: number,
+  syncIoMaxBytes = 0,
+): Promise<Claim | undefined> {
   const claim: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name) };
   let bytes: Buffer;
   try {
@@ -55,11 +64,19 @@ export async function takeStagedClaim(store: Store, inboxDir: string, claimId: s
   }
   // No `--` in the temporary name: recovery never takes it for a claim.
   const tmp = join(processingDir(inboxDir), `.staged-${randomBytes(6).toString('hex')}.tmp`);
+  const at = new Date(receivedAt);
   try {
-    await writeFile(tmp, bytes);
-    const at = new Date(receivedAt);
-    await utimes(tmp, at, at);
-    await rename(tmp, claim.path);
+    // Small uploads with synchronous calls: each hop to the thread pool would wait behind the
+    // fsyncs of other publications there (src/sync-io.ts).
+    if (bytes.length <= syncIoMaxBytes) {
+      writeFileSync(tmp, bytes);
+      utimesSync(tmp, at, at);
+      renameSync(tmp, claim.path);
+    } else {
+      await writeFile(tmp, bytes);
+      await utimes(tmp, at, at);
+      await rename(tmp, claim.path);
+    }
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
