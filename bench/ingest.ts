@@ -2,7 +2,9 @@
  * Ingest throughput: drops settled per second for rounds of all 38 filenames of the example
  * registry renamed into the inbox at once. Settled: the inbox and .processing are empty and the
  * catalog holds every new version. Compared, in the same run, with a single loop doing only read +
- * JSON.parse + write + fsync + rename of the same files (the reference).
+ * JSON.parse + write + fsync + rename of the same files (the reference), and with the same loop
+ * made durable (each feed's folder fsynced after its rename, as the store does: the floor of a
+ * publication that survives a crash).
  *
  * Variants, started side by side and measured in interleaved rounds (order shuffled per round, the
  * reference included): every role in one process (`npm start`), watcher+worker with
@@ -117,6 +119,9 @@ interface Reference {
   /** The reference loop's seconds and CPU ms per round. */
   readonly refSeconds: number[];
   readonly refCpu: number[];
+  /** The same loop with the folder fsync a durable rename needs. */
+  readonly durableSeconds: number[];
+  readonly durableCpu: number[];
   readonly measuredS: number;
 }
 
@@ -126,6 +131,8 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
   const refDir = await tempDir('ingest-ref');
   const refSeconds: number[] = [];
   const refCpu: number[] = [];
+  const durableSeconds: number[] = [];
+  const durableCpu: number[] = [];
   const allPids = () => variants.flatMap((v) => v.sys!.pids());
 
   const runVariant = async (v: Variant): Promise<number> => {
@@ -134,28 +141,34 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
     v.cpu.push(r.cpuMs);
     return r.seconds;
   };
-  const runReference = async (): Promise<number> => {
-    const r = await referenceRound(join(refDir, 'r'), templates, allPids);
-    refCpu.push(r.cpuMs);
+  const runReference = async (durable = false): Promise<number> => {
+    const r = await referenceRound(join(refDir, 'r'), templates, allPids, durable);
+    (durable ? durableCpu : refCpu).push(r.cpuMs);
     return r.seconds;
   };
 
   log('warm-up round…');
   await runReference();
+  await runReference(true);
   for (const v of variants) await runVariant(v);
   refCpu.length = 0;
+  durableCpu.length = 0;
   for (const v of variants) v.cpu.length = 0;
   for (const v of variants) v.sys!.procs.forEach((p) => p.readLines('"jobId"'));
 
   const started = Date.now();
   for (let r = 0; r < ROUNDS; r++) {
-    const order: (Variant | 'ref')[] = shuffle(['ref', ...variants]);
+    const order: (Variant | 'ref' | 'durable')[] = shuffle(['ref', 'durable', ...variants]);
     const parts: string[] = [];
     for (const v of order) {
       if (v === 'ref') {
         const s = await runReference();
         refSeconds.push(s);
         parts.push(`ref ${fmtInt(templates.length / s)}/s`);
+      } else if (v === 'durable') {
+        const s = await runReference(true);
+        durableSeconds.push(s);
+        parts.push(`durable ref ${fmtInt(templates.length / s)}/s`);
       } else {
         const s = await runVariant(v);
         v.seconds.push(s);
@@ -167,7 +180,7 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
   const measuredS = Math.round((Date.now() - started) / 1000);
   redis.disconnect();
 
-  return { refSeconds, refCpu, measuredS };
+  return { refSeconds, refCpu, durableSeconds, durableCpu, measuredS };
 }
 
 /** Per-drop timings from the workers' log lines of the measured rounds. */
@@ -211,7 +224,7 @@ function report(
   machine: ReturnType<typeof machineInfo>,
   templates: readonly DocTemplate[],
   variants: readonly Variant[],
-  { refSeconds, refCpu, measuredS }: Reference,
+  { refSeconds, refCpu, durableSeconds, durableCpu, measuredS }: Reference,
   timingRows: string[][],
 ): string {
   const totalBytes = templates.reduce((s, t) => s + t.bytes.length, 0);
@@ -227,6 +240,15 @@ function report(
       (totalBytes / median(refSeconds) / 1e6).toFixed(0),
       '1.00×',
       fmtMs(cpuPerDrop(refCpu)),
+      '',
+    ],
+    [
+      'the same loop, durable: each feed in a folder of its own, fsynced after the rename (as the store writes a version)',
+      fmtInt(templates.length / median(durableSeconds)),
+      `${fmtInt(templates.length / Math.max(...durableSeconds))}–${fmtInt(templates.length / Math.min(...durableSeconds))}`,
+      (totalBytes / median(durableSeconds) / 1e6).toFixed(0),
+      fmtX(median(refSeconds) / median(durableSeconds)),
+      fmtMs(cpuPerDrop(durableCpu)),
       '',
     ],
   ];

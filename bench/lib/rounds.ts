@@ -157,15 +157,20 @@ export async function ingestRound(
 
 /**
  * The loop ingest throughput is compared with: for each file, read it, JSON.parse it, write it to
- * a temp file, fsync, rename into place (one file at a time). Its ms.
+ * a temp file, fsync, rename into place (one file at a time). Its ms. `durable`: each file is
+ * renamed into a folder of its own (as the store keeps each feed's versions) and that folder is
+ * fsynced after the rename, which a publication needs to survive a crash and the loop leaves out.
  */
-export async function referenceLoop(files: readonly string[], outDir: string): Promise<number> {
+export async function referenceLoop(files: readonly string[], outDir: string, durable = false): Promise<number> {
   await mkdir(outDir, { recursive: true });
+  const dirs = durable ? files.map((_, i) => join(outDir, `f${i}`)) : [];
+  for (const d of dirs) await mkdir(d, { recursive: true });
   const t0 = nowMs();
   let i = 0;
   for (const f of files) {
     const bytes = await readFile(f);
     JSON.parse(bytes.toString('utf8'));
+    const dir = durable ? dirs[i]! : outDir;
     const tmp = join(outDir, `.${i++}.tmp`);
     const fh = await open(tmp, 'w');
     try {
@@ -174,13 +179,21 @@ export async function referenceLoop(files: readonly string[], outDir: string): P
     } finally {
       await fh.close();
     }
-    await rename(tmp, join(outDir, `${i}.json`));
+    await rename(tmp, join(dir, `${i}.json`));
+    if (durable) {
+      const dh = await open(dir, 'r');
+      try {
+        await dh.sync();
+      } finally {
+        await dh.close();
+      }
+    }
   }
   return nowMs() - t0;
 }
 
 /** The reference loop over new versions of the templates (staged in `dir` first, removed after). */
-export async function referenceRound(dir: string, templates: readonly DocTemplate[], quiet: () => number[]): Promise<Omit<Round, 'settled'>> {
+export async function referenceRound(dir: string, templates: readonly DocTemplate[], quiet: () => number[], durable = false): Promise<Omit<Round, 'settled'>> {
   await mkdir(dir, { recursive: true });
   const staged = await stage(dir, versions(templates));
   await quiesce(quiet());
@@ -188,6 +201,7 @@ export async function referenceRound(dir: string, templates: readonly DocTemplat
   const ms = await referenceLoop(
     staged.map((s) => s.tmp),
     join(dir, 'out'),
+    durable,
   );
   const c = process.cpuUsage(c0);
   await rm(dir, { recursive: true, force: true });
