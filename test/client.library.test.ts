@@ -81,6 +81,20 @@ describe('the client package', () => {
     ]);
   });
 
+  it('gives up on an event longer than its bound (a line that never ends, or data lines without end), and reads one just within it', async () => {
+    const read = async (chunks: string[]) => {
+      const out: SseItem[] = [];
+      for await (const i of readSse(bodyOf(chunks), 5000, 1000)) out.push(i);
+      return out;
+    };
+    await expect(read(['data: ', ...Array.from({ length: 20 }, () => 'x'.repeat(100))])).rejects.toThrow(/more than 1000 characters/);
+    await expect(read(Array.from({ length: 20 }, () => `data: ${'y'.repeat(90)}\n`))).rejects.toThrow(/more than 1000 characters/);
+    const within = 'z'.repeat(900);
+    expect(await read([`data: ${within.slice(0, 400)}`, `${within.slice(400)}\r`, '\n\r\n'])).toEqual([
+      { kind: 'event', event: 'message', data: within, id: undefined },
+    ]);
+  });
+
   it('gives up on a stream silent longer than its idle bound', async () => {
     const silent = new ReadableStream<Uint8Array>({ start: () => undefined });
     await expect(

@@ -9,13 +9,22 @@ export type SseItem =
   | { readonly kind: 'comment' }
   | { readonly kind: 'retry'; readonly ms: number };
 
-export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number): AsyncGenerator<SseItem> {
+/**
+ * The most characters an event may hold (its lines, pending or dispatched together): the
+ * service's events are a few hundred bytes, so a server sending a line that never ends cannot
+ * make the reader hold it all.
+ */
+export const MAX_EVENT_CHARS = 1024 * 1024;
+
+export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number, maxEventChars = MAX_EVENT_CHARS): AsyncGenerator<SseItem> {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   let event = '';
   let data: string[] = [];
+  let held = 0;
   let id: string | undefined;
   let any = false;
+  const tooLong = () => new Error(`the stream sent an event of more than ${maxEventChars} characters`);
   try {
     for (;;) {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -25,16 +34,21 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number)
       if (r === 'idle') throw new Error(`the stream said nothing for ${idleMs} ms`);
       if (r.done) return;
       buf += r.value;
+      // Lines are taken by position, and what is left of the chunk kept once: no copy per line.
+      let pos = 0;
       for (;;) {
-        const m = /\r\n|\n|\r/.exec(buf);
+        const lf = buf.indexOf('\n', pos);
+        const cr = buf.indexOf('\r', pos);
+        const end = cr >= 0 && (lf < 0 || cr < lf) ? cr : lf;
         // A lone CR at the end may be the first half of a CRLF: wait for more.
-        if (m === null || (m[0] === '\r' && m.index === buf.length - 1)) break;
-        const line = buf.slice(0, m.index);
-        buf = buf.slice(m.index + m[0].length);
+        if (end < 0 || (end === cr && end === buf.length - 1)) break;
+        const line = buf.slice(pos, end);
+        pos = end + (end === cr && buf.charCodeAt(end + 1) === 10 ? 2 : 1);
         if (line === '') {
           if (any) yield { kind: 'event', event: event || 'message', data: data.join('\n'), id };
           event = '';
           data = [];
+          held = 0;
           any = false;
           continue;
         }
@@ -47,14 +61,18 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number)
         let value = colon < 0 ? '' : line.slice(colon + 1);
         if (value.startsWith(' ')) value = value.slice(1);
         if (field === 'event') event = value;
-        else if (field === 'data') data.push(value);
-        else if (field === 'id' && !value.includes('\0')) id = value;
+        else if (field === 'data') {
+          if ((held += value.length + 1) > maxEventChars) throw tooLong();
+          data.push(value);
+        } else if (field === 'id' && !value.includes('\0')) id = value;
         else if (field === 'retry' && /^\d+$/.test(value)) {
           yield { kind: 'retry', ms: Number(value) };
           continue;
         } else continue;
         any = true;
       }
+      buf = pos === 0 ? buf : buf.slice(pos);
+      if (buf.length > maxEventChars) throw tooLong();
     }
   } finally {
     await reader.cancel().catch(() => undefined);
