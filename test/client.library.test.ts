@@ -11,6 +11,7 @@ import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
+import { createClient } from '../packages/client/src/client.js';
 import { backoffMs, retryAfterMs } from '../packages/client/src/http.js';
 import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from '../packages/client/src/json.js';
 import { readSse, type SseItem } from '../packages/client/src/sse.js';
@@ -93,6 +94,32 @@ describe('the client package', () => {
     expect(await read([`data: ${within.slice(0, 400)}`, `${within.slice(400)}\r`, '\n\r\n'])).toEqual([
       { kind: 'event', event: 'message', data: within, id: undefined },
     ]);
+  });
+
+  it('refuses an answer larger than maxFileBytes, even one that never ends, without holding it', async () => {
+    const endless = () =>
+      new ReadableStream<Uint8Array>({
+        pull: (c) => c.enqueue(new Uint8Array(64 * 1024).fill(32)),
+      });
+    const catalog = {
+      position: 1,
+      files: [{ filename: 'site_live_a_soccer.json', etag: '"abc"', generated_at: '2026-11-28T00:00:00Z', published_at: '2026-11-28T00:00:00Z' }],
+    };
+    const serve = (endlessCatalog: boolean) => async (input: string | URL | Request) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.includes('v1/catalog'))
+        return new Response(endlessCatalog ? endless() : JSON.stringify(catalog), { headers: { 'content-type': 'application/json' } });
+      return new Response(endless(), { headers: { 'content-type': 'application/json', etag: '"abc"' } });
+    };
+    for (const endlessCatalog of [false, true]) {
+      const client = createClient({ url: 'http://oddsfiles.test/', key: 'odf_x', fetch: serve(endlessCatalog) as typeof fetch, maxFileBytes: 1024 * 1024 });
+      await expect(
+        (async () => {
+          for await (const _ of client.changes({ follow: false })) void _;
+        })(),
+      ).rejects.toThrow(/larger than 1048576 bytes/);
+      client.close();
+    }
   });
 
   it('gives up on a stream silent longer than its idle bound', async () => {

@@ -15,8 +15,8 @@
  * OddsfilesClientError.
  */
 import { OddsfilesClientError, problemDetail } from './errors.js';
-import { createVersionFetcher, type Announced } from './fetch-version.js';
-import { backoffMs, createHttp, type Notice } from './http.js';
+import { createVersionFetcher, MAX_FILE_BYTES, type Announced } from './fetch-version.js';
+import { backoffMs, createHttp, readBounded, type Notice } from './http.js';
 import { readSse } from './sse.js';
 import type { FileVersion } from './version.js';
 
@@ -37,6 +37,8 @@ export interface ClientOptions {
   /** Network failures tolerated before the service was ever reached (default 3). */
   readonly firstContactAttempts?: number | undefined;
   readonly maxBackoffMs?: number | undefined;
+  /** An answer (a file, a patch, the catalog) larger than this, decoded, is refused with a `protocol` error (default 1 GiB). */
+  readonly maxFileBytes?: number | undefined;
   readonly fetch?: typeof fetch | undefined;
   /** Retries, reconnects and relists, for logging. */
   readonly onNotice?: ((n: Notice) => void) | undefined;
@@ -96,6 +98,8 @@ interface ChangeJson {
   published_at: string;
 }
 
+const decoder = new TextDecoder();
+
 interface CatalogJson {
   position: number;
   files: { filename: string; etag: string; generated_at: string; published_at: string }[];
@@ -132,7 +136,8 @@ export function createClient(options: ClientOptions): OddsfilesClient {
     firstContactAttempts: options.firstContactAttempts ?? 3,
     maxBackoffMs: options.maxBackoffMs ?? 30_000,
   });
-  const fetcher = createVersionFetcher(http);
+  const maxFileBytes = options.maxFileBytes ?? MAX_FILE_BYTES;
+  const fetcher = createVersionFetcher(http, maxFileBytes);
   const files = new Map<string, FileVersion>();
   for (const f of options.files ?? []) files.set(f.filename, f);
   let position = options.position;
@@ -186,9 +191,10 @@ export function createClient(options: ClientOptions): OddsfilesClient {
     if (res.status === 403) throw new OddsfilesClientError('forbidden', `the key has no access to this service (403): ${await problemDetail(res)}`, 403);
     if (res.status === 404) throw new OddsfilesClientError('bad-url', `${base.href} is not an oddsfiles service (GET v1/catalog: 404)`, 404);
     if (!res.ok) throw new OddsfilesClientError('protocol', `GET v1/catalog answered ${res.status}: ${await problemDetail(res)}`, res.status);
+    const body = await readBounded(res, maxFileBytes, 'GET v1/catalog');
     let catalog: CatalogJson;
     try {
-      catalog = (await res.json()) as CatalogJson;
+      catalog = JSON.parse(decoder.decode(body)) as CatalogJson;
       if (!Number.isInteger(catalog.position) || !Array.isArray(catalog.files)) throw new Error('unexpected shape');
     } catch (err) {
       throw new OddsfilesClientError('bad-url', `${base.href} is not an oddsfiles service (GET v1/catalog: ${(err as Error).message})`);

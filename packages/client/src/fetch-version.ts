@@ -9,7 +9,7 @@
  */
 import { etagOf, identityEtag, sha256Hex } from './digest.js';
 import { OddsfilesClientError } from './errors.js';
-import type { Http } from './http.js';
+import { readBounded, type Http } from './http.js';
 import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from './json.js';
 import { makeVersion, type FileVersion } from './version.js';
 
@@ -32,7 +32,12 @@ const encoder = new TextEncoder();
 /** How many files' patched documents are kept parsed. */
 const KEEP_PARSED = 8;
 
-export function createVersionFetcher(http: Http) {
+/** The default bound of an answer's body (the service's own default limit per file is 50 MiB). */
+export const MAX_FILE_BYTES = 1024 * 1024 * 1024;
+
+const decoder = new TextDecoder();
+
+export function createVersionFetcher(http: Http, maxFileBytes = MAX_FILE_BYTES) {
   /** Files whose patched versions did not come out byte-identical: fetched whole from now on. */
   const noPatch = new Set<string>();
   /**
@@ -71,7 +76,7 @@ export function createVersionFetcher(http: Http) {
     const etag = identityEtag(res.headers.get('etag'));
     const digest = res.headers.get('json-canonical-sha256');
     const layout = layoutOf(held.text());
-    const body = await res.text();
+    const body = decoder.decode(await readBounded(res, maxFileBytes, `GET ${held.filename}`));
     if (etag === undefined || layout === undefined) return undefined;
     try {
       const doc = applyPatch(docOf(held), JSON.parse(body) as PatchOp[]);
@@ -118,7 +123,7 @@ export function createVersionFetcher(http: Http) {
           continue;
         }
         if (res.status === 200) {
-          const bytes = new Uint8Array(await res.arrayBuffer());
+          const bytes = await readBounded(res, maxFileBytes, `GET ${filename}`);
           const etag = identityEtag(res.headers.get('etag'));
           // Torn or not the version its ETag names: ask again.
           if (etag === undefined || etagOf(await sha256Hex(bytes)) !== etag) continue;
