@@ -102,14 +102,15 @@ async function main(): Promise<void> {
   const otherKey = other.stdout.trim();
 
   // --- measuring ----------------------------------------------------------------------------
-  const loop = async (): Promise<{ p99: number; max: number; atUs: number; mem?: Record<string, number> }> => {
+  type Probe = { p99: number; max: number; atUs: number; mem?: Record<string, number>; gc?: { count: number; totalMs: number; maxMs: number; major: number } };
+  const loop = async (): Promise<Probe> => {
     const path = join(probeDir, `loop-${reader.pid}.json`);
     const before = await readFile(path, 'utf8').catch(() => '{"n":-1}');
     process.kill(reader.pid, 'SIGUSR2');
     for (;;) {
       await sleep(20);
       const now = await readFile(path, 'utf8').catch(() => before);
-      if (now !== before && now.length > 0) return JSON.parse(now) as { p99: number; max: number; atUs: number; mem?: Record<string, number> };
+      if (now !== before && now.length > 0) return JSON.parse(now) as Probe;
     }
   };
   let steady: number[] = [];
@@ -175,6 +176,7 @@ async function main(): Promise<void> {
     rows.push([
       label,
       `${l.p99.toFixed(1)} ms (max ${l.max.toFixed(0)})`,
+      l.gc ? `${l.gc.count} (${l.gc.major} major): ${l.gc.totalMs.toFixed(0)} ms, longest ${l.gc.maxMs.toFixed(1)}` : '',
       `${p99.toFixed(1)} ms`,
       `${(rssPeak / MB).toFixed(0)} MB`,
       `${(publishedBytes() / MB).toFixed(1)} MB`,
@@ -351,13 +353,14 @@ async function main(): Promise<void> {
       [
         'pattern',
         'reader loop delay p99 (≤ 20 ms)',
+        'reader GC pauses: count, total, longest',
         `steady client p99 (≤ 2× idle: ${(2 * idle.steadyP99).toFixed(1)} ms)`,
         'reader RSS peak',
         'published',
         'outcome',
       ],
       rows,
-      ['l', 'r', 'r', 'r', 'r', 'l'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'l'],
     ),
     '',
     ...(floor
