@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { createClient } from '../packages/client/src/client.js';
+import { safeName } from '../packages/client/src/mirror/dir.js';
 import { backoffMs, retryAfterMs } from '../packages/client/src/http.js';
 import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from '../packages/client/src/json.js';
 import { readSse, type SseItem } from '../packages/client/src/sse.js';
@@ -120,6 +121,25 @@ describe('the client package', () => {
       ).rejects.toThrow(/larger than 1048576 bytes/);
       client.close();
     }
+  });
+
+  it('writes into its folder only names that cannot leave it or touch its own files', () => {
+    for (const ok of ['site_live_bluewater_soccer.json', 'a.json', '0-x_y.json']) expect(safeName(ok), ok).toBe(true);
+    const hostile = [
+      '../../tmp/pwned.json',
+      '/etc/passwd',
+      'a/b.json',
+      'a\\b.json',
+      '.oddsfiles-mirror.json',
+      '.oddsfiles-tmp-x',
+      '..',
+      'x..json',
+      'a.json\n',
+      'a\u0000.json',
+      '',
+      'é.json',
+    ];
+    for (const bad of hostile) expect(safeName(bad), JSON.stringify(bad)).toBe(false);
   });
 
   it('gives up on a stream silent longer than its idle bound', async () => {
