@@ -13,6 +13,8 @@ import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { createClient } from '../packages/client/src/client.js';
 import { safeName } from '../packages/client/src/mirror/dir.js';
+import { stateOf } from '../packages/client/src/mirror/state.js';
+import { makeVersion } from '../packages/client/src/version.js';
 import { backoffMs, retryAfterMs } from '../packages/client/src/http.js';
 import { applyPatch, canonical, layoutOf, serialize, type PatchOp } from '../packages/client/src/json.js';
 import { readSse, type SseItem } from '../packages/client/src/sse.js';
@@ -140,6 +142,35 @@ describe('the client package', () => {
       'é.json',
     ];
     for (const bad of hostile) expect(safeName(bad), JSON.stringify(bad)).toBe(false);
+  });
+
+  it('keeps a file named __proto__ in its state like any other', () => {
+    const v = makeVersion('__proto__', '"e1"', '2026-11-28T00:00:00Z', '2026-11-28T00:00:01Z', new Uint8Array([123, 125]));
+    const state = JSON.parse(JSON.stringify(stateOf('http://x/', 3, new Map([['__proto__', v]])))) as { files: Record<string, { etag: string }> };
+    expect(Object.keys(state.files)).toEqual(['__proto__']);
+    expect(Object.getOwnPropertyDescriptor(state.files, '__proto__')?.value).toMatchObject({ etag: '"e1"' });
+  });
+
+  it('does not follow a redirect (fetch would send the key on), and says where it pointed', async () => {
+    const asked: string[] = [];
+    const fake = async (input: string | URL | Request, init?: RequestInit) => {
+      asked.push(`${String(input)} ${init?.redirect}`);
+      return new Response(null, { status: 302, headers: { location: 'http://elsewhere.test/v1/catalog' } });
+    };
+    const client = createClient({ url: 'http://oddsfiles.test/', key: 'odf_x', fetch: fake as typeof fetch });
+    await expect(
+      (async () => {
+        for await (const _ of client.changes({ follow: false })) void _;
+      })(),
+    ).rejects.toThrow(/redirects v1\/catalog to http:\/\/elsewhere\.test/);
+    expect(asked).toEqual(['http://oddsfiles.test/v1/catalog manual']);
+  });
+
+  it('refuses a patch whose copies would duplicate more than its bound', () => {
+    const doc = { a: 'x'.repeat(100) };
+    const bomb: PatchOp[] = Array.from({ length: 40 }, (_, i) => ({ op: 'copy', from: '', path: `/x${i}` }));
+    expect(() => applyPatch(structuredClone(doc), bomb, 10_000)).toThrow(/copies more than 10000 characters/);
+    expect(applyPatch(structuredClone(doc), [{ op: 'copy', from: '/a', path: '/b' }], 10_000)).toEqual({ a: doc.a, b: doc.a });
   });
 
   it('gives up on a stream silent longer than its idle bound', async () => {

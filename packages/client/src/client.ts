@@ -37,7 +37,7 @@ export interface ClientOptions {
   /** Network failures tolerated before the service was ever reached (default 3). */
   readonly firstContactAttempts?: number | undefined;
   readonly maxBackoffMs?: number | undefined;
-  /** An answer (a file, a patch, the catalog) larger than this, decoded, is refused with a `protocol` error (default 1 GiB). */
+  /** An answer (a file, a patch, the catalog) larger than this, decoded, is refused with a `protocol` error (default 256 MiB). */
   readonly maxFileBytes?: number | undefined;
   readonly fetch?: typeof fetch | undefined;
   /** Retries, reconnects and relists, for logging. */

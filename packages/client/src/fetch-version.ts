@@ -33,7 +33,7 @@ const encoder = new TextEncoder();
 const KEEP_PARSED = 8;
 
 /** The default bound of an answer's body (the service's own default limit per file is 50 MiB). */
-export const MAX_FILE_BYTES = 1024 * 1024 * 1024;
+export const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
 const decoder = new TextDecoder();
 
@@ -79,7 +79,8 @@ export function createVersionFetcher(http: Http, maxFileBytes = MAX_FILE_BYTES) 
     const body = decoder.decode(await readBounded(res, maxFileBytes, `GET ${held.filename}`));
     if (etag === undefined || layout === undefined) return undefined;
     try {
-      const doc = applyPatch(docOf(held), JSON.parse(body) as PatchOp[]);
+      // Copies may add at most the held file's size: a patch of the service never copies.
+      const doc = applyPatch(docOf(held), JSON.parse(body) as PatchOp[], held.bytes.length);
       const text = serialize(doc, layout);
       const bytes = encoder.encode(text);
       if (etagOf(await sha256Hex(bytes)) === etag) {
@@ -138,7 +139,7 @@ export function createVersionFetcher(http: Http, maxFileBytes = MAX_FILE_BYTES) 
         await res.body?.cancel();
         throw new OddsfilesClientError('protocol', `GET ${path} answered ${res.status}`, res.status);
       }
-      throw new Error(`GET ${path}: three answers in a row did not match their ETag`);
+      throw new OddsfilesClientError('protocol', `GET ${path}: three answers in a row did not match their ETag`);
     },
   };
 }

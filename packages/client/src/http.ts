@@ -68,7 +68,8 @@ export function createHttp(opts: HttpOptions): Http {
       for (let attempt = 0; ; attempt++) {
         let res: Response;
         try {
-          res = await opts.fetch(new URL(path, base), { headers: { 'x-api-key': opts.key, ...headers }, signal, redirect: 'follow' });
+          // Redirects are not followed: fetch would send the key on to wherever they point.
+          res = await opts.fetch(new URL(path, base), { headers: { 'x-api-key': opts.key, ...headers }, signal, redirect: 'manual' });
         } catch (err) {
           if (signal.aborted) throw signal.reason as Error;
           const message = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
@@ -81,6 +82,15 @@ export function createHttp(opts: HttpOptions): Http {
           continue;
         }
         reached = true;
+        if (res.status >= 300 && res.status < 400 && res.status !== 304) {
+          await res.body?.cancel();
+          const to = res.headers.get('location');
+          throw new OddsfilesClientError(
+            'bad-url',
+            `${base.origin} redirects ${path} to ${to ?? '(nowhere)'}: give the service's own address (the key is not sent on)`,
+            res.status,
+          );
+        }
         if (res.status === 401) throw new OddsfilesClientError('unauthorized', `the key was refused (401): ${await problemDetail(res)}`, 401);
         if (res.status === 429 || res.status >= 500) {
           const asked = retryAfterMs(res.headers.get('retry-after'));

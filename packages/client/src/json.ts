@@ -100,9 +100,14 @@ function replace(doc: unknown, path: string, value: unknown): unknown {
 
 const clone = (v: unknown): unknown => (v === null || typeof v !== 'object' ? v : (JSON.parse(JSON.stringify(v)) as unknown));
 
-/** Apply `ops` to `doc` (changed in place; the result is returned, as the root may be replaced). */
-export function applyPatch(doc: unknown, ops: readonly PatchOp[]): unknown {
+/**
+ * Apply `ops` to `doc` (changed in place; the result is returned, as the root may be replaced).
+ * `maxCopiedChars`: what `copy` operations may duplicate in all (as JSON text); a few bytes of
+ * copies of copies would otherwise grow a document exponentially.
+ */
+export function applyPatch(doc: unknown, ops: readonly PatchOp[], maxCopiedChars = Infinity): unknown {
   if (!Array.isArray(ops)) throw new Error('a JSON Patch is an array');
+  let copied = 0;
   for (const o of ops) {
     switch (o.op) {
       case 'add':
@@ -119,9 +124,13 @@ export function applyPatch(doc: unknown, ops: readonly PatchOp[]): unknown {
         doc = add(remove(doc, o.from ?? ''), o.path, v);
         break;
       }
-      case 'copy':
-        doc = add(doc, o.path, clone(get(doc, o.from ?? '')));
+      case 'copy': {
+        const v = get(doc, o.from ?? '');
+        const text = v === undefined ? undefined : JSON.stringify(v);
+        if ((copied += text?.length ?? 0) > maxCopiedChars) throw new Error(`the patch copies more than ${maxCopiedChars} characters`);
+        doc = add(doc, o.path, text === undefined ? v : (JSON.parse(text) as unknown));
         break;
+      }
       case 'test':
         if (canonical(get(doc, o.path)) !== canonical(o.value)) throw new Error(`test failed at ${o.path}`);
         break;

@@ -32,7 +32,8 @@ export async function readState(dir: string): Promise<MirrorState | undefined> {
 }
 
 export function stateOf(url: string, position: number | undefined, files: ReadonlyMap<string, FileVersion>): MirrorState {
-  const out: Record<string, MirrorState['files'][string]> = {};
+  // No prototype: a file named `__proto__` is a member like any other.
+  const out = Object.create(null) as Record<string, MirrorState['files'][string]>;
   for (const [name, v] of [...files].sort(([a], [b]) => (a < b ? -1 : 1)))
     out[name] = { etag: v.etag, generated_at: v.generatedAt, published_at: v.publishedAt };
   return { version: 1, url, position, files: out };
