@@ -5,14 +5,20 @@
  * canonical JSON (against the `canonicalize` package the server uses), the layout that rebuilds
  * a patched file byte for byte, Retry-After and the backoff.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { createClient } from '../packages/client/src/client.js';
+import { problemDetail } from '../packages/client/src/errors.js';
 import { safeName } from '../packages/client/src/mirror/dir.js';
+import { runMirror } from '../packages/client/src/mirror/mirror.js';
 import { stateOf } from '../packages/client/src/mirror/state.js';
 import { makeVersion } from '../packages/client/src/version.js';
 import { backoffMs, retryAfterMs } from '../packages/client/src/http.js';
@@ -142,6 +148,7 @@ describe('the client package', () => {
       'é.json',
     ];
     for (const bad of hostile) expect(safeName(bad), JSON.stringify(bad)).toBe(false);
+    for (const notText of [['a.json'], 7, null, { toString: () => 'a.json' }]) expect(safeName(notText)).toBe(false);
   });
 
   it('keeps a file named __proto__ in its state like any other', () => {
@@ -171,6 +178,81 @@ describe('the client package', () => {
     const bomb: PatchOp[] = Array.from({ length: 40 }, (_, i) => ({ op: 'copy', from: '', path: `/x${i}` }));
     expect(() => applyPatch(structuredClone(doc), bomb, 10_000)).toThrow(/copies more than 10000 characters/);
     expect(applyPatch(structuredClone(doc), [{ op: 'copy', from: '/a', path: '/b' }], 10_000)).toEqual({ a: doc.a, b: doc.a });
+  });
+
+  it('reads little of an error answer and shows none of its control characters', async () => {
+    const endless = new ReadableStream<Uint8Array>({ pull: (c) => c.enqueue(new TextEncoder().encode('x'.repeat(65536))) });
+    const shown = await problemDetail(new Response(endless, { status: 503 }));
+    expect(shown.length).toBeLessThanOrEqual(301);
+    const ansi = JSON.stringify({ detail: '\u001b[2J\u001b]0;title\u0007YOUR KEY EXPIRED\r\n' });
+    expect(await problemDetail(new Response(ansi, { status: 400 }))).toBe('[2J ]0;title YOUR KEY EXPIRED');
+  });
+
+  it('lists again after a listing cut off mid-body, instead of stopping', async () => {
+    let catalogs = 0;
+    let streams = 0;
+    const fake = async (input: string | URL | Request) => {
+      const url = String(input);
+      if (url.includes('v1/catalog')) {
+        catalogs++;
+        if (catalogs === 1) {
+          const cut = new ReadableStream<Uint8Array>({
+            start: (c) => {
+              c.enqueue(new TextEncoder().encode('{"position":1,"fi'));
+              c.error(new TypeError('terminated'));
+            },
+          });
+          return new Response(cut, { headers: { 'content-type': 'application/json' } });
+        }
+        return Response.json({ position: 1, files: [] });
+      }
+      streams++;
+      return new Response(new ReadableStream<Uint8Array>({ start: () => undefined }), { headers: { 'content-type': 'text/event-stream' } });
+    };
+    const notices: string[] = [];
+    const client = createClient({ url: 'http://oddsfiles.test/', key: 'odf_x', fetch: fake as typeof fetch, onNotice: (n) => notices.push(n.type) });
+    const run = (async () => {
+      for await (const _ of client.changes()) void _;
+    })();
+    for (let i = 0; i < 100 && streams === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    client.close();
+    await run;
+    expect({ catalogs, streams, notices }).toEqual({ catalogs: 2, streams: 1, notices: ['reconnect'] });
+  });
+
+  it('with --once into a new folder, keeps the position it is current at; a stop ends a write it keeps retrying', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'oddsfiles-mirror-once-'));
+    try {
+      const bytes = new TextEncoder().encode('{"a":1}');
+      const etag = `"${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}"`;
+      const fake = async (input: string | URL | Request) => {
+        const url = String(input);
+        if (url.includes('v1/catalog'))
+          return Response.json({
+            position: 7,
+            files: [{ filename: 'a.json', etag, generated_at: '2026-11-28T00:00:00Z', published_at: '2026-11-28T00:00:00Z' }],
+          });
+        return new Response(bytes, { headers: { 'content-type': 'application/json', etag } });
+      };
+      const sink = () => Object.assign(new PassThrough(), { isTTY: false });
+      const io = { stdout: sink(), stderr: sink(), env: {}, cwd: root, fetch: fake as typeof fetch };
+      expect(await runMirror({ url: 'http://oddsfiles.test/', key: 'odf_x', dir: 'm', once: true }, io)).toBe(0);
+      const state = JSON.parse(await readFile(join(root, 'm', '.oddsfiles-mirror.json'), 'utf8')) as { position: number; files: Record<string, unknown> };
+      expect(state.position).toBe(7);
+      expect(Object.keys(state.files)).toEqual(['a.json']);
+
+      // A folder that can never be written (under a file): retried until stopped, then exit 0 at once.
+      await writeFile(join(root, 'file'), '');
+      const stop = new AbortController();
+      const t0 = Date.now();
+      const exited = runMirror({ url: 'http://oddsfiles.test/', key: 'odf_x', dir: 'file/m' }, { ...io, signal: stop.signal });
+      await new Promise((r) => setTimeout(r, 300));
+      stop.abort();
+      expect(await exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(30_000);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('gives up on a stream silent longer than its idle bound', async () => {

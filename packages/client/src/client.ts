@@ -222,7 +222,17 @@ export function createClient(options: ClientOptions): OddsfilesClient {
     let failures = 0;
     for (;;) {
       if (full) {
-        yield* relist(true);
+        try {
+          yield* relist(true);
+        } catch (err) {
+          // A listing cut off (a restart, a dropped connection) is tried again, as a stream is.
+          if (err instanceof OddsfilesClientError || controller.signal.aborted) throw err;
+          failures++;
+          const waitMs = backoffMs(failures, retryMs, Math.max(30_000, retryMs));
+          onNotice({ type: 'reconnect', reason: `listing failed: ${(err as Error).message}`, waitMs });
+          await http.sleep(waitMs);
+          continue;
+        }
         full = false;
         check = false;
       }
@@ -245,7 +255,8 @@ export function createClient(options: ClientOptions): OddsfilesClient {
       let delivered = false;
       try {
         for await (const item of readSse(res.body, idleMs)) {
-          if (item.kind === 'retry') retryMs = item.ms;
+          // A server's retry is honoured up to 5 minutes (a huge one would overflow the timer).
+          if (item.kind === 'retry') retryMs = Math.min(item.ms, 300_000);
           else if (item.kind === 'event') {
             if (item.event === 'change') {
               const c = JSON.parse(item.data) as ChangeJson;

@@ -17,15 +17,51 @@ export class OddsfilesClientError extends Error {
   }
 }
 
-/** The `detail` (else `title`) of a problem+json answer, or the start of whatever the body was. */
+/** How much of an error answer's body is read: a problem+json document is a few hundred bytes. */
+const MAX_PROBLEM_BYTES = 64 * 1024;
+
+/**
+ * The `detail` (else `title`) of a problem+json answer, or the start of whatever the body was:
+ * read up to MAX_PROBLEM_BYTES (a body that never ends is cut), at most 300 characters shown,
+ * control characters replaced (a terminal must not take a server's text for commands).
+ */
 export async function problemDetail(res: Response): Promise<string> {
-  const text = await res.text().catch(() => '');
+  const text = await readSome(res, MAX_PROBLEM_BYTES);
+  let shown = text;
   try {
     const p = JSON.parse(text) as { detail?: unknown; title?: unknown };
-    if (typeof p.detail === 'string') return p.detail;
-    if (typeof p.title === 'string') return p.title;
+    if (typeof p.detail === 'string') shown = p.detail;
+    else if (typeof p.title === 'string') shown = p.title;
   } catch {
     // not JSON
   }
-  return text.slice(0, 200) || `HTTP ${res.status}`;
+  const clean = shown.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').trim();
+  return (clean.length > 300 ? `${clean.slice(0, 300)}…` : clean) || `HTTP ${res.status}`;
+}
+
+async function readSome(res: Response, maxBytes: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    while (total < maxBytes) {
+      const r = await reader.read();
+      if (r.done) break;
+      chunks.push(r.value);
+      total += r.value.length;
+    }
+  } catch {
+    // what arrived is enough to say what went wrong
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  const all = new Uint8Array(Math.min(total, maxBytes));
+  let at = 0;
+  for (const c of chunks) {
+    const part = c.subarray(0, all.length - at);
+    all.set(part, at);
+    at += part.length;
+  }
+  return new TextDecoder().decode(all);
 }

@@ -15,8 +15,8 @@ export const TEMP_PREFIX = '.oddsfiles-tmp-';
  * A filename the service could publish (no path parts, not hidden, short enough for any
  * filesystem with room for the temp file's prefix): anything else is refused.
  */
-export function safeName(name: string): boolean {
-  return name.length <= 200 && /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) && !name.includes('..');
+export function safeName(name: unknown): name is string {
+  return typeof name === 'string' && name.length <= 200 && /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) && !name.includes('..');
 }
 
 export async function ensureDir(dir: string): Promise<void> {

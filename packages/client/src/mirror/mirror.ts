@@ -88,7 +88,12 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
         const waitMs = Math.min(backoffMs(attempt, 500, 10_000), Math.max(100, giveUpMs - (Date.now() - started)));
         clearProgress();
         say(`cannot write ${dir} (${what}): ${message}; retrying in ${(waitMs / 1000).toFixed(1)} s`);
-        await new Promise((r) => setTimeout(r, waitMs));
+        // A stop (SIGINT, SIGTERM) ends the wait and the retries.
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, waitMs);
+          io.signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+        });
+        if (io.signal?.aborted) throw new Error(`stopped while ${what}`);
       }
     }
   };
@@ -106,6 +111,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
       await removeStrayTemps(dir);
     });
   } catch (err) {
+    if (io.signal?.aborted) return 0;
     say((err as Error).message);
     return 1;
   }
@@ -134,18 +140,21 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
   let dirty = false;
   let saving: Promise<void> | undefined;
   let saveFailed: Error | undefined;
-  const save = (): Promise<void> => {
+  const save = async (): Promise<void> => {
     dirty = true;
-    saving ??= (async () => {
-      while (dirty) {
-        dirty = false;
-        const state = stateOf(base.href, position, written);
-        await writing('writing its state', () => writeState(dir, state));
-      }
-    })()
-      .catch((err: Error) => void (saveFailed = err))
-      .finally(() => (saving = undefined));
-    return saving;
+    // A save under way may have read `dirty` before it was set again: wait for it and go on.
+    while (dirty && !saveFailed) {
+      saving ??= (async () => {
+        while (dirty) {
+          dirty = false;
+          const state = stateOf(base.href, position, written);
+          await writing('writing its state', () => writeState(dir, state));
+        }
+      })()
+        .catch((err: Error) => void (saveFailed = err))
+        .finally(() => (saving = undefined));
+      await saving;
+    }
   };
   // The position also moves on changes that needed no write (a version already held).
   const ticker = setInterval(() => {
@@ -218,6 +227,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
   } catch (err) {
     clearProgress();
     await saving;
+    if (io.signal?.aborted) return 0;
     say(err instanceof OddsfilesClientError ? err.message : `stopped: ${(err as Error).stack ?? String(err)}`);
     return err instanceof OddsfilesClientError && err.code === 'bad-url' ? 2 : 1;
   } finally {
