@@ -114,6 +114,10 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string,
   return { claimId, name, path };
 }
 
+// O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
+// O_NONBLOCK: opening a FIFO does not wait for a writer.
+const CLAIM_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 /** What readClaim read, with the size and times of the file (its fstat, taken before reading). */
 export interface ClaimRead {
   readonly bytes: Buffer;
@@ -132,10 +136,6 @@ export interface ClaimRead {
  * (the publish step waits there for its memory budget), and the fstat's size and mtime are
  * returned, so no separate lstat is needed to settle a drop written in place.
  */
-// O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
-// O_NONBLOCK: opening a FIFO does not wait for a writer.
-const CLAIM_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
 export async function readClaim(
   path: string,
   maxBytes: number,
