@@ -90,8 +90,13 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
         say(`cannot write ${dir} (${what}): ${message}; retrying in ${(waitMs / 1000).toFixed(1)} s`);
         // A stop (SIGINT, SIGTERM) ends the wait and the retries.
         await new Promise<void>((r) => {
-          const t = setTimeout(r, waitMs);
-          io.signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+          const done = () => {
+            clearTimeout(t);
+            io.signal?.removeEventListener('abort', done);
+            r();
+          };
+          const t = setTimeout(done, waitMs);
+          io.signal?.addEventListener('abort', done, { once: true });
         });
         if (io.signal?.aborted) throw new Error(`stopped while ${what}`);
       }
