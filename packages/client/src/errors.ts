@@ -1,3 +1,5 @@
+import { readUpTo } from './body.js';
+
 /**
  * What the client cannot go on from: the service refused the key, the URL is not an oddsfiles
  * service, or the answers do not make sense. Everything else (the network, 429, 503, a stream
@@ -26,7 +28,8 @@ const MAX_PROBLEM_BYTES = 64 * 1024;
  * control characters replaced (a terminal must not take a server's text for commands).
  */
 export async function problemDetail(res: Response): Promise<string> {
-  const text = await readSome(res, MAX_PROBLEM_BYTES);
+  // A body cut off by the network shows only the status.
+  const text = new TextDecoder().decode((await readUpTo(res, MAX_PROBLEM_BYTES).catch(() => undefined))?.bytes ?? new Uint8Array(0));
   let shown = text;
   try {
     const p = JSON.parse(text) as { detail?: unknown; title?: unknown };
@@ -37,31 +40,4 @@ export async function problemDetail(res: Response): Promise<string> {
   }
   const clean = shown.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').trim();
   return (clean.length > 300 ? `${clean.slice(0, 300)}…` : clean) || `HTTP ${res.status}`;
-}
-
-async function readSome(res: Response, maxBytes: number): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    while (total < maxBytes) {
-      const r = await reader.read();
-      if (r.done) break;
-      chunks.push(r.value);
-      total += r.value.length;
-    }
-  } catch {
-    // what arrived is enough to say what went wrong
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  const all = new Uint8Array(Math.min(total, maxBytes));
-  let at = 0;
-  for (const c of chunks) {
-    const part = c.subarray(0, all.length - at);
-    all.set(part, at);
-    at += part.length;
-  }
-  return new TextDecoder().decode(all);
 }

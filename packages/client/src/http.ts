@@ -5,6 +5,7 @@
  * back at once; `401` is fatal. Every other answer goes to the caller, which knows what a 403,
  * 404 or 410 means for what it asked.
  */
+import { readUpTo } from './body.js';
 import { OddsfilesClientError, problemDetail } from './errors.js';
 
 export type Notice =
@@ -106,31 +107,9 @@ export function createHttp(opts: HttpOptions): Http {
   };
 }
 
-/**
- * A body read whole, up to `maxBytes` (decoded: a compressed answer counts as it expands); past
- * that the answer is cancelled and refused, so a broken or hostile server cannot exhaust memory.
- */
+/** A body read whole, up to `maxBytes` (decoded); past that it is refused (body.ts). */
 export async function readBounded(res: Response, maxBytes: number, what: string): Promise<Uint8Array> {
-  if (!res.body) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = res.body.getReader();
-  for (;;) {
-    const r = await reader.read();
-    if (r.done) break;
-    total += r.value.length;
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw new OddsfilesClientError('protocol', `${what}: the answer is larger than ${maxBytes} bytes (the client's maxFileBytes)`);
-    }
-    chunks.push(r.value);
-  }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
+  const { bytes, complete } = await readUpTo(res, maxBytes);
+  if (!complete) throw new OddsfilesClientError('protocol', `${what}: the answer is larger than ${maxBytes} bytes (the client's maxFileBytes)`);
+  return bytes;
 }
