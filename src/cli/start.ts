@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { requireMarketplaceSecrets } from '../config.js';
 import { UsageError } from '../errors.js';
 import { createLogger, flushLogger, type Logger } from '../log.js';
+import { setHeapGrowth } from '../heap-growth.js';
 import { resolveRedis } from '../redis/private-server.js';
 import { ROLES, startService, type Role } from '../service.js';
 import type { CliContext } from './context.js';
@@ -35,6 +36,7 @@ export function registerStartCommand(program: Command, ctx: CliContext): void {
       const processes = parseProcesses(opts.processes);
       if (processes > 1) return superviseReaders(ctx, roles, processes);
       const config = ctx.config();
+      setHeapGrowth(process.execArgv);
       // A reader serves marketplace traffic: its proxy secrets must be set (the others need none).
       if (roles.includes('reader')) requireMarketplaceSecrets(config);
       // Buffered, asynchronous writes when stdout is not a terminal (a request line each request).
