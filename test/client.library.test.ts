@@ -217,7 +217,7 @@ describe('the client package', () => {
     for (let i = 0; i < 100 && streams === 0; i++) await new Promise((r) => setTimeout(r, 100));
     client.close();
     await run;
-    expect({ catalogs, streams, notices }).toEqual({ catalogs: 2, streams: 1, notices: ['reconnect'] });
+    expect({ catalogs, streams, notices }).toEqual({ catalogs: 2, streams: 1, notices: ['reconnect', 'reconnected'] });
   });
 
   it('with --once into a new folder, keeps the position it is current at; a stop ends a write it keeps retrying', async () => {

@@ -228,3 +228,16 @@ describe('oddsfiles commands without a worker, or without Redis', () => {
     }
   }, 60_000);
 });
+
+describe('oddsfiles mirror --help', () => {
+  it('lists the exit codes, as the oddsfiles-mirror command of the client package does', async () => {
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+    const res = await runCli(env, ['mirror', '--help'], 60_000, process.cwd());
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(/Exit codes: 0 done or stopped/);
+    expect(res.stdout).toContain('a URL that redirects');
+    const { MIRROR_USAGE } = await import('@oddsfiles/client/mirror');
+    const notes = MIRROR_USAGE.slice(MIRROR_USAGE.indexOf('State ('));
+    expect(res.stdout.replace(/\s+/g, ' ')).toContain(notes.replace(/\s+/g, ' ').trim());
+  });
+});

@@ -122,6 +122,8 @@ describe.skipIf(!hasScript)('oddsfiles mirror on a terminal', () => {
     await served((last = await publish()));
     await waitFor(holds(last), 60_000, 'the version published after the restart in the folder');
     await waitFor(() => term.output().slice(before).includes(`${CLEAR}1 files, position `), 10_000, 'its progress line');
+    // Once the stream is open again, it says so (on a line of its own).
+    expect(term.output()).toMatch(/oddsfiles mirror: reconnected: following the changes again from position \d+\r?\n/);
 
     // Stopped (SIGTERM to the mirror itself, as from a terminal's job control): the line is cleared, nothing after it.
     const mirrorPid = Number((await readFile(`/proc/${term.proc.pid}/task/${term.proc.pid}/children`, 'utf8')).trim());

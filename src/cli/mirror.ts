@@ -4,6 +4,7 @@
  * SIGINT/SIGTERM, writing its state first.
  */
 import type { Command } from 'commander';
+import { MIRROR_NOTES } from '@oddsfiles/client/mirror/notes';
 import type { CliContext } from './context.js';
 
 interface MirrorFlags {
@@ -28,6 +29,7 @@ export function registerMirrorCommand(program: Command, ctx: CliContext): void {
     .option('--once', 'sync once and exit (for cron)')
     .option('--json', 'one JSON line per change on stdout')
     .option('--keep', "keep files that leave the key's list")
+    .addHelpText('after', `\n${MIRROR_NOTES.trimEnd()}`)
     .action(async (dir: string, flags: MirrorFlags) => {
       const { runMirror } = await import('@oddsfiles/client/mirror');
       let conflateMs: number | undefined;

@@ -220,6 +220,7 @@ export function createClient(options: ClientOptions): OddsfilesClient {
     let check = !full;
     let retryMs = 2000;
     let failures = 0;
+    let reconnecting = false;
     for (;;) {
       if (full) {
         try {
@@ -230,6 +231,7 @@ export function createClient(options: ClientOptions): OddsfilesClient {
           failures++;
           const waitMs = backoffMs(failures, retryMs, Math.max(30_000, retryMs));
           onNotice({ type: 'reconnect', reason: `listing failed: ${(err as Error).message}`, waitMs });
+          reconnecting = true;
           await http.sleep(waitMs);
           continue;
         }
@@ -248,6 +250,8 @@ export function createClient(options: ClientOptions): OddsfilesClient {
       if (!res.ok || !res.body || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
         throw new OddsfilesClientError('protocol', `GET v1/stream answered ${res.status}: ${await problemDetail(res)}`, res.status);
       }
+      if (reconnecting) onNotice({ type: 'reconnected', position });
+      reconnecting = false;
       if (check) yield* relist(false);
       check = true;
       let lastList = Date.now();
@@ -290,6 +294,7 @@ export function createClient(options: ClientOptions): OddsfilesClient {
       failures = delivered ? 0 : failures + 1;
       const waitMs = backoffMs(failures, retryMs, Math.max(30_000, retryMs));
       onNotice({ type: 'reconnect', reason, waitMs });
+      reconnecting = true;
       await http.sleep(waitMs);
     }
   }

@@ -11,6 +11,8 @@ import { OddsfilesClientError, problemDetail } from './errors.js';
 export type Notice =
   | { readonly type: 'retry'; readonly what: string; readonly status?: number; readonly error?: string; readonly waitMs: number; readonly attempt: number }
   | { readonly type: 'reconnect'; readonly reason: string; readonly waitMs: number }
+  /** The change stream is open again after a `reconnect`. */
+  | { readonly type: 'reconnected'; readonly position: number | undefined }
   | { readonly type: 'relist'; readonly reason: string };
 
 export interface Http {

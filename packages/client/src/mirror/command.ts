@@ -1,6 +1,7 @@
 /** The `oddsfiles-mirror` command line (the same options as `oddsfiles mirror`). */
 import { parseArgs } from 'node:util';
 import { KEY_ENV, runMirror, type MirrorIO, type MirrorOptions } from './mirror.js';
+import { MIRROR_NOTES } from './notes.js';
 
 export const MIRROR_USAGE = `Usage: oddsfiles-mirror --url URL [--key KEY] DIR [options]
 
@@ -16,10 +17,7 @@ Keep DIR byte-identical to the current version of every file your key may read.
   --keep             keep files that leave your key's list (default: remove them)
   -h, --help         this text
 
-State (position, versions) is kept in DIR/.oddsfiles-mirror.json: a restart resumes from it.
-Exit codes: 0 done or stopped (SIGINT/SIGTERM), 1 cannot go on (key refused or revoked, DIR not
-writable), 2 bad usage (a missing key, a bad URL).
-`;
+${MIRROR_NOTES}`;
 
 /** The options of a command line, or the usage error to print. */
 export function parseMirrorArgs(argv: readonly string[]): MirrorOptions | { readonly help: true } | { readonly error: string } {

@@ -107,6 +107,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
     clearProgress();
     if (n.type === 'retry') say(`${n.what}: ${n.status ?? n.error}${n.status ? ` ${n.error ?? ''}` : ''}; retrying in ${(n.waitMs / 1000).toFixed(1)} s`);
     else if (n.type === 'reconnect') say(`${n.reason}; reconnecting in ${(n.waitMs / 1000).toFixed(1)} s`);
+    else if (n.type === 'reconnected') say(`reconnected: following the changes again${n.position === undefined ? '' : ` from position ${n.position}`}`);
     else say(`listing again: ${n.reason}`);
   };
 
