@@ -201,12 +201,22 @@ describe('JSON.parse semantics', () => {
       `{${Array.from({ length: 20 }, (_, i) => `"k${i}":${i}`).join(',')},"k3":0}`,
       `{"events":[{${Array.from({ length: 17 }, (_, i) => `"n${i}":1`).join(',')},"n16":2}]}`,
       '{"home":1,"away":2,"h\\u006fme":3}',
+      // objects repeating the names of the one before them, in order, then one twice
+      '{"events":[{"id":1,"name":"a"},{"id":2,"name":"b","id":3}]}',
+      '{"events":[{"id":1,"name":"a","odds":2},{"id":2,"name":"b","name":"c"}]}',
+      '{"events":[{"id":1,"name":"a"},{"name":"b","name":"c"}]}',
+      '{"events":[{"a":1,"b":2},{"a":1,"b":2},{"a":1,"b":2,"c":3,"b":4}]}',
+      // the object before it at that depth was in another array, or kept its names in a Set
+      '{"x":[{"a":1,"b":2}],"y":[{"a":1,"b":2,"a":3}]}',
+      `{"events":[{${Array.from({ length: 17 }, (_, i) => `"n${i}":1`).join(',')}},{"n0":1,"n1":1,"n0":2}]}`,
+      '{"events":[{"h\\u006fme":1,"away":2},{"home":1,"away":2,"home":3}]}',
     ]) {
       expect(reasonOf(text), text).toBe('not_i_json');
       expect(reasonOf(text, parsed), text).toBe('not_i_json');
     }
     // the same name in different objects, or nested under itself, is no duplicate
     expect(reasonOf('{"events":[{"name":"x"},{"name":"y"}],"name":{"name":1}}')).toBe('published');
+    expect(reasonOf('{"events":[{"id":1,"name":"a"},{"id":2,"name":"b","odds":1},{"id":3},{"name":"c","id":4},{"id":5,"name":"d"}]}')).toBe('published');
     expect(reasonOf(`{"home":1,"away":2,"draw":3,${Array.from({ length: 30 }, (_, i) => `"k${i}":{"home":1,"away":2}`).join(',')}}`)).toBe('published');
     expect(detailOf('{"events":[],\n "events":[]}')).toBe('not_i_json: the member name "events" appears twice in an object (again at byte 15)');
     expect(detailOf('{"events":[],\n "events":[]}', parsed)).toBe('not_i_json: the member name "events" appears twice in an object (again at byte 15)');
