@@ -115,6 +115,8 @@ async function within<T>(p: T | Promise<T>, ms: number): Promise<T | undefined> 
 export function createDeltas(deps: DeltaDeps): Deltas {
   const { facts, log, maxBytes, maxWaitMs } = deps;
   const recent = new Map<string, Promise<string[]>>();
+  /** The lists of `recent` that have arrived: a request for a file asked before needs no wait (and no timer). */
+  const arrived = new WeakMap<Promise<string[]>, string[]>();
   deps.published.onInstall((v) => recent.delete(v.entry.filename));
   const prebuild = createPrebuild({ published: deps.published, facts, maxBytes, ...deps.prebuild });
 
@@ -127,11 +129,25 @@ export function createDeltas(deps: DeltaDeps): Deltas {
       const mine = p;
       recent.set(name, p);
       mine.then(
-        (list) => list[0] !== version.entry.sha256 && recent.get(name) === mine && recent.delete(name),
+        (list) => {
+          arrived.set(mine, list);
+          if (list[0] !== version.entry.sha256 && recent.get(name) === mine) recent.delete(name);
+        },
         () => recent.get(name) === mine && recent.delete(name),
       );
     }
     return p;
+  };
+
+  /** parseAIm of the last A-IM header asked, kept: clients send the same one every time. */
+  let lastAim: string | undefined;
+  let lastIms: ReadonlySet<Im> = parseAIm(undefined);
+  const imsOf = (header: string | undefined): ReadonlySet<Im> => {
+    if (header !== lastAim) {
+      lastIms = parseAIm(header);
+      lastAim = header;
+    }
+    return lastIms;
   };
 
   /** The patches of `ims` from `base` (32 hex digits) to `version`; undefined: none to offer now. */
@@ -141,7 +157,8 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     let baseSha = held?.entry.sha256;
     if (held !== undefined) prebuild.askedOneBehind(name, ims);
     else {
-      const list = await withTimeout(shasOf(version), maxWaitMs, 'reading recent versions');
+      const asked = shasOf(version);
+      const list = arrived.get(asked) ?? (await withTimeout(asked, maxWaitMs, 'reading recent versions'));
       const at = list.indexOf(version.entry.sha256);
       baseSha = list.slice(1).find((s) => s.startsWith(base));
       if (baseSha !== undefined && at >= 0 && list[at + 1] === baseSha) prebuild.askedOneBehind(name, ims);
@@ -169,7 +186,7 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     prebuildStats: () => prebuild.stats(),
     async answer(version, variantOf, headers) {
       const aim = headers['a-im'];
-      const ims = parseAIm(typeof aim === 'string' ? aim : undefined);
+      const ims = imsOf(typeof aim === 'string' ? aim : undefined);
       const small = version.identity.body.length <= maxBytes;
       const inm = headers['if-none-match'];
       const base = small && ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
