@@ -36,6 +36,7 @@ import { createDeltaFacts, type DeltaFacts } from './facts.js';
 import type { Im } from './patches.js';
 import { createPool, type Pool } from './pool.js';
 import { createPrebuild, type PrebuildStats } from './prebuild.js';
+import { baseOf, createAImParser } from './request-headers.js';
 
 /** How many versions back a base may be (the catalog keeps ingest.keep_versions of them). */
 export const DELTA_DEPTH = 8;
@@ -79,29 +80,6 @@ export interface DeltaDeps {
   readonly close?: () => Promise<void>;
 }
 
-/** The instance-manipulations the client takes (q > 0), from A-IM; anything else is ignored. */
-export function parseAIm(header: string | undefined): Set<Im> {
-  const out = new Set<Im>();
-  if (header === undefined || header.length > 256) return out;
-  for (const part of header.split(',')) {
-    const [name, ...params] = part.split(';');
-    const im = name!.trim().toLowerCase();
-    if (im !== 'json-patch' && im !== 'merge-patch') continue;
-    const q = params.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p)).find((m) => m !== null);
-    if (q === undefined || Number(q[1]) > 0) out.add(im);
-  }
-  return out;
-}
-
-/** The 32 hex digits of the first ETag in If-None-Match that is not the current version's (any coding's form). */
-export function baseOf(ifNoneMatch: string, current: string): string | undefined {
-  for (const raw of ifNoneMatch.split(',', 16)) {
-    const m = /^(?:W\/)?"([0-9a-f]{32})(?:-gz|-br)?"$/.exec(raw.trim());
-    if (m && m[1] !== current) return m[1];
-  }
-  return undefined;
-}
-
 /** `p` if it settles within `ms`, else undefined (it goes on; its outcome is kept by whoever made it). */
 async function within<T>(p: T | Promise<T>, ms: number): Promise<T | undefined> {
   if (!(p instanceof Promise)) return p;
@@ -139,16 +117,7 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     return p;
   };
 
-  /** parseAIm of the last A-IM header asked, kept: clients send the same one every time. */
-  let lastAim: string | undefined;
-  let lastIms: ReadonlySet<Im> = parseAIm(undefined);
-  const imsOf = (header: string | undefined): ReadonlySet<Im> => {
-    if (header !== lastAim) {
-      lastIms = parseAIm(header);
-      lastAim = header;
-    }
-    return lastIms;
-  };
+  const imsOf = createAImParser();
 
   /** The patches of `ims` from `base` (32 hex digits) to `version`; undefined: none to offer now. */
   const patchesFrom = async (version: Version, base: string, ims: readonly Im[]): Promise<{ patches: Patches; baseSha: string } | undefined> => {
