@@ -232,6 +232,19 @@ describe('JSON.parse semantics', () => {
     expect(reasonOf('{"name":"\\ud83d\\ude00"}')).toBe('published');
     expect(reasonOf('{"x":1e400,')).toBe('invalid_json');
     expect(reasonOf('{"x":1e400,', parsed)).toBe('invalid_json');
+    // a high surrogate followed by something that is not its low half: lone, or a syntax error
+    for (const [text, detail] of [
+      ['{"a":"\\ud83d\\u00e9"}', 'not_i_json: a lone surrogate \\ud83d in a string at byte 6'],
+      ['{"a":"\\ud83d\\n"}', 'not_i_json: a lone surrogate \\ud83d in a string at byte 6'],
+      ['{"a":"\\ud83d\\ud83d\\ude00"}', 'not_i_json: a lone surrogate \\ud83d in a string at byte 6'],
+      ['{"a":"\\ud83d\\uzz00"}', "invalid_json: bad \\u escape at byte 12: 'z' is not a hex digit"],
+      ['{"a":"\\ud83d\\ude0', 'invalid_json: unterminated string starting at byte 5'],
+      ['{"a":"\\ud8', 'invalid_json: unterminated string starting at byte 5'],
+      ['{"a":"\\ud8x', "invalid_json: bad \\u escape at byte 6: 'x' is not a hex digit"],
+    ] as const) {
+      expect(detailOf(text), text).toBe(detail);
+      expect(detailOf(text, parsed), text).toBe(detail);
+    }
   });
 
   it('keys and values with escapes are the same keys and values', () => {

@@ -38,55 +38,64 @@ export function mayOverflow(length: number, hasExponent: boolean): boolean {
 /** Names of an object compared byte for byte, before it keeps them in a Set (many names, or an escaped one). */
 const LINEAR_MAX = 16;
 
+/** A bit of a name's length and first byte: two names with different bits differ. */
+const bitOf = (buf: Buffer, start: number, end: number) => 1 << ((end - start + buf[start]!) & 31);
+
 /**
  * The member names of the open objects, per depth, reused. An object's first names are kept as
- * byte ranges of the document and compared byte for byte (no string, no Set: most objects have a
- * few short names); past LINEAR_MAX names, or once a name has escapes, the object's names are
- * kept in a Set as their UTF-8 bytes in a latin1 string (escaped names decoded first), so that
- * `"a"` and `"\u0061"` are the same name.
+ * byte ranges of the document, in flat arrays indexed by depth, with a 32-bit mask of their
+ * length-and-first-byte bits: a name whose bit is not in the mask is new without comparing any
+ * bytes (most objects have a few short names, often of one length); otherwise it is compared
+ * byte for byte with the names so far. Past LINEAR_MAX names, or once a name has escapes, the
+ * object's names are kept in a Set as their UTF-8 bytes in a latin1 string (escaped names decoded
+ * first), so that `"a"` and `"\u0061"` are the same name.
  */
 export class MemberNames {
-  /** Per depth: [start, end) of each name so far, and how many. */
-  private ranges: Int32Array[] = [];
+  /** At depth d, names k: [start, end) at ranges[(d * LINEAR_MAX + k) * 2]. */
+  private ranges = new Int32Array(0);
   private counts = new Int32Array(0);
-  /** Per depth: the object's names as strings, once it keeps them so (else undefined). */
+  private masks = new Int32Array(0);
+  /** Per depth: 1 once the object keeps its names in its Set. */
+  private inSet = new Uint8Array(0);
   private readonly sets: (Set<string> | undefined)[] = [];
-  private readonly inSet: boolean[] = [];
 
   open(depth: number): void {
-    if (this.counts.length <= depth) {
-      const counts = new Int32Array(Math.max(16, 2 * (depth + 1)));
-      counts.set(this.counts);
-      this.counts = counts;
-    }
+    if (this.counts.length <= depth) this.grow(depth);
     this.counts[depth] = 0;
-    if (this.inSet[depth]) {
-      this.inSet[depth] = false;
+    this.masks[depth] = 0;
+    if (this.inSet[depth] === 1) {
+      this.inSet[depth] = 0;
       this.sets[depth]!.clear();
     }
   }
 
   /** Adds the name; returns the name as text when the object already has it, else undefined. */
   add(depth: number, buf: Buffer, start: number, end: number, escaped: boolean): string | undefined {
-    if (!this.inSet[depth]) {
+    if (this.inSet[depth] === 0) {
       const n = this.counts[depth]!;
       if (!escaped && n < LINEAR_MAX) {
-        const r = (this.ranges[depth] ??= new Int32Array(2 * LINEAR_MAX));
-        const len = end - start;
-        for (let k = 0; k < 2 * n; k += 2) {
-          const s = r[k]!;
-          if (r[k + 1]! - s === len && sameBytes(buf, s, start, len)) return buf.toString('utf8', start, end);
+        const r = this.ranges;
+        const base = depth * LINEAR_MAX * 2;
+        const bit = start < end ? bitOf(buf, start, end) : 1;
+        const mask = this.masks[depth]!;
+        if ((mask & bit) !== 0) {
+          const len = end - start;
+          for (let k = base; k < base + 2 * n; k += 2) {
+            const s = r[k]!;
+            if (r[k + 1]! - s === len && sameBytes(buf, s, start, len)) return buf.toString('utf8', start, end);
+          }
         }
-        r[2 * n] = start;
-        r[2 * n + 1] = end;
+        r[base + 2 * n] = start;
+        r[base + 2 * n + 1] = end;
         this.counts[depth] = n + 1;
+        this.masks[depth] = mask | bit;
         return undefined;
       }
       // Many names, or an escaped one: the names so far go into the Set.
       const set = (this.sets[depth] ??= new Set());
-      const r = this.ranges[depth];
-      for (let k = 0; k < 2 * n; k += 2) set.add(buf.toString('latin1', r![k], r![k + 1]));
-      this.inSet[depth] = true;
+      const base = depth * LINEAR_MAX * 2;
+      for (let k = base; k < base + 2 * n; k += 2) set.add(buf.toString('latin1', this.ranges[k], this.ranges[k + 1]));
+      this.inSet[depth] = 1;
     }
     const set = this.sets[depth]!;
     let name: string;
@@ -100,10 +109,24 @@ export class MemberNames {
   /** Keeps no names of the last document. */
   clear(): void {
     this.counts.fill(0);
+    this.masks.fill(0);
     for (let d = 0; d < this.inSet.length; d++) {
-      if (this.inSet[d]) this.sets[d]!.clear();
-      this.inSet[d] = false;
+      if (this.inSet[d] === 1) this.sets[d]!.clear();
+      this.inSet[d] = 0;
     }
+  }
+
+  private grow(depth: number): void {
+    const size = Math.max(16, 2 * (depth + 1));
+    const widen = <T extends Int32Array | Uint8Array>(a: T, make: (n: number) => T, per = 1): T => {
+      const b = make(size * per);
+      b.set(a);
+      return b;
+    };
+    this.counts = widen(this.counts, (n) => new Int32Array(n));
+    this.masks = widen(this.masks, (n) => new Int32Array(n));
+    this.inSet = widen(this.inSet, (n) => new Uint8Array(n));
+    this.ranges = widen(this.ranges, (n) => new Int32Array(n), LINEAR_MAX * 2);
   }
 }
 

@@ -181,53 +181,38 @@ export class JsonTokenizer {
     let j = i + 1;
     let units = 0;
     let escaped = false;
-    let pendingHigh = false; // the last unit was a \uD800-\uDBFF escape
-    let highAt = 0; // where that escape is
-    let highUnit = 0;
-    const lone = () => {
-      if (pendingHigh && this.fault === null) this.fault = notIJson.surrogate(highUnit, highAt);
-    };
     for (;;) {
       if (j >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
       const c = buf[j]!;
       if (c >= 0x20 && c < 0x80 && c !== 0x22 && c !== 0x5c) {
         // Plain ASCII, by far the most common
         units++;
-        if (pendingHigh) lone();
-        pendingHigh = false;
         j++;
         continue;
       }
-      if (c === 0x22) {
-        if (pendingHigh) lone();
-        break;
-      }
+      if (c === 0x22) break;
       if (c === 0x5c) {
         escaped = true;
         if (j + 1 >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
         const e = buf[j + 1]!;
         if (e === 0x75) {
-          let v = 0;
-          for (let k = 2; k < 6; k++) {
-            if (j + k >= n) throw new InvalidJson(`unterminated string starting at byte ${i}`);
-            const h = HEX[buf[j + k]!]!;
-            if (h < 0) throw new InvalidJson(`bad \\u escape at byte ${j}: ${show(buf[j + k]!)} is not a hex digit`);
-            v = (v << 4) | h;
+          const v = this.unitAt(j);
+          if (v < 0) {
+            const bad = buf.subarray(j + 2, Math.min(j + 6, n)).find((h) => HEX[h]! < 0);
+            if (bad === undefined) throw new InvalidJson(`unterminated string starting at byte ${i}`);
+            throw new InvalidJson(`bad \\u escape at byte ${j}: ${show(bad)} is not a hex digit`);
           }
-          if (pendingHigh && v >= 0xdc00 && v <= 0xdfff) pendingHigh = false;
-          else {
-            units++;
-            if (pendingHigh) lone();
-            else if (v >= 0xdc00 && v <= 0xdfff && this.fault === null) this.fault = notIJson.surrogate(v, j);
-            pendingHigh = v >= 0xd800 && v <= 0xdbff;
-            highAt = j;
-            highUnit = v;
-          }
+          units++;
+          // A surrogate pair is one unit (as ajv counts); a surrogate not in a pair is not I-JSON.
+          // A high one looks ahead for its low one, so no state is carried through the loop.
+          if (v >= 0xd800 && v <= 0xdbff) {
+            const low = buf[j + 6] === 0x5c && buf[j + 7] === 0x75 ? this.unitAt(j + 6) : -1;
+            if (low >= 0xdc00 && low <= 0xdfff) j += 6;
+            else if (this.fault === null) this.fault = notIJson.surrogate(v, j);
+          } else if (v >= 0xdc00 && v <= 0xdfff && this.fault === null) this.fault = notIJson.surrogate(v, j);
           j += 6;
         } else if (SIMPLE_ESCAPE[e] === 1) {
           units++;
-          if (pendingHigh) lone();
-          pendingHigh = false;
           j += 2;
         } else {
           throw new InvalidJson(`bad escape at byte ${j}: ${show(e)} after a backslash`);
@@ -236,17 +221,26 @@ export class JsonTokenizer {
         throw new InvalidJson(`control character 0x${c.toString(16).padStart(2, '0')} in a string at byte ${j}`);
       } else {
         // One unit per UTF-8 lead byte; a four-byte character is a surrogate pair, which ajv counts once.
-        if ((c & 0xc0) !== 0x80) {
-          units++;
-          if (pendingHigh) lone();
-          pendingHigh = false;
-        }
+        if ((c & 0xc0) !== 0x80) units++;
         j++;
       }
     }
     this.length = units;
     this.escaped = escaped;
     return j + 1;
+  }
+
+  /** The code unit of the `\uXXXX` escape at `j`, or -1 when its four hex digits are not all there. */
+  private unitAt(j: number): number {
+    const buf = this.buf;
+    if (j + 6 > this.n) return -1;
+    let v = 0;
+    for (let k = 2; k < 6; k++) {
+      const h = HEX[buf[j + k]!]!;
+      if (h < 0) return -1;
+      v = (v << 4) | h;
+    }
+    return v;
   }
 
   /** The number starting at `i` (RFC 8259 grammar); returns the index after it. */
