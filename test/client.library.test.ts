@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -218,6 +218,23 @@ describe('the client package', () => {
     client.close();
     await run;
     expect({ catalogs, streams, notices }).toEqual({ catalogs: 2, streams: 1, notices: ['reconnect', 'reconnected'] });
+  });
+
+  it('stopped by a refused key, leaves no folder it made and keeps one that was there', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'oddsfiles-mirror-refused-'));
+    try {
+      const refused = async () => Response.json({ title: 'Unauthorized', status: 401 }, { status: 401 });
+      const sink = () => Object.assign(new PassThrough(), { isTTY: false });
+      const io = { stdout: sink(), stderr: sink(), env: {}, cwd: root, fetch: refused as typeof fetch };
+      expect(await runMirror({ url: 'http://oddsfiles.test/', key: 'odf_x', dir: 'a/b/c', once: true }, io)).toBe(1);
+      expect(await readdir(root)).toEqual([]);
+      await mkdir(join(root, 'there'));
+      expect(await runMirror({ url: 'http://oddsfiles.test/', key: 'odf_x', dir: 'there/m', once: true }, io)).toBe(1);
+      expect(await readdir(root)).toEqual(['there']);
+      expect(await readdir(join(root, 'there'))).toEqual([]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('with --once into a new folder, keeps the position it is current at; a stop ends a write it keeps retrying', async () => {

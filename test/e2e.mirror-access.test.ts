@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { request, createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drop } from './helpers/drops.js';
@@ -164,6 +164,8 @@ describe('oddsfiles mirror: refusals and failures', () => {
     const unknown = mirror(['--url', url, join(dataDir, 'unknown')], 'odf_' + 'x'.repeat(43));
     expect(await unknown.exited).toBe(1);
     expect(unknown.stderr()).toMatch(/the key was refused \(401\)/);
+    // The folder it made for nothing is gone.
+    await expect(readdir(join(dataDir, 'unknown'))).rejects.toMatchObject({ code: 'ENOENT' });
 
     const dir = join(dataDir, 'revoked');
     const m = mirror(['--url', url, dir], keys.doomed!);

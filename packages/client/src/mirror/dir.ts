@@ -6,8 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, fdatasyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, open, readdir, readFile, rename, rm, rmdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 
 export const TEMP_PREFIX = '.oddsfiles-tmp-';
 
@@ -19,11 +19,28 @@ export function safeName(name: unknown): name is string {
   return typeof name === 'string' && name.length <= 200 && /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) && !name.includes('..');
 }
 
-export async function ensureDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true });
+/** Makes DIR if needed and checks it can be written; returns the first folder it made (undefined: DIR was there). */
+export async function ensureDir(dir: string): Promise<string | undefined> {
+  const made = await mkdir(dir, { recursive: true });
   // A write probe: a folder that exists but cannot be written is found now, not at the first change.
   await writeAtomic(dir, `${TEMP_PREFIX}probe`, new Uint8Array(0));
   await rm(join(dir, `${TEMP_PREFIX}probe`), { force: true });
+  return made;
+}
+
+/**
+ * Removes DIR and its parents up to `made` (what ensureDir made), each only if empty: a mirror
+ * that stops before writing anything (a refused key, a wrong URL) leaves no folder behind.
+ */
+export async function removeMadeDirs(dir: string, made: string): Promise<void> {
+  for (let d = dir; ; d = dirname(d)) {
+    try {
+      await rmdir(d);
+    } catch {
+      return;
+    }
+    if (d === made || dirname(d) === d) return;
+  }
 }
 
 /**

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { createClient, parseBaseUrl, type Change } from '../client.js';
 import { OddsfilesClientError } from '../errors.js';
 import { backoffMs, type Notice } from '../http.js';
-import { ensureDir, removeFile, removeStrayTemps, safeName, writeAtomic } from './dir.js';
+import { ensureDir, removeFile, removeMadeDirs, removeStrayTemps, safeName, writeAtomic } from './dir.js';
 import { heldVersions, readState, stateOf, STATE_FILE, writeState } from './state.js';
 
 export const KEY_ENV = 'ODDSFILES_KEY';
@@ -111,9 +111,11 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
     else say(`listing again: ${n.reason}`);
   };
 
+  /** The first folder this run made, while nothing has been written into it. */
+  let made: string | undefined;
   try {
     await writing('preparing the folder', async () => {
-      await ensureDir(dir);
+      made ??= await ensureDir(dir);
       await removeStrayTemps(dir);
     });
   } catch (err) {
@@ -179,6 +181,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
       say(`ignoring a file whose name cannot be a file here: ${JSON.stringify(c.filename)}`);
       return;
     }
+    made = undefined;
     if (c.type === 'update') {
       await writing(`writing ${c.filename}`, () => writeAtomic(dir, c.filename, c.file.bytes));
       written.set(c.filename, c.file);
@@ -234,6 +237,7 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
     clearProgress();
     await saving;
     if (io.signal?.aborted) return 0;
+    if (made !== undefined) await removeMadeDirs(dir, made);
     say(err instanceof OddsfilesClientError ? err.message : `stopped: ${(err as Error).stack ?? String(err)}`);
     return err instanceof OddsfilesClientError && err.code === 'bad-url' ? 2 : 1;
   } finally {
