@@ -105,6 +105,51 @@ describe('the client package', () => {
     ]);
   });
 
+  it('gives up on a stream flooding comments or empty lines without an event, and not on heartbeats between events', async () => {
+    const read = async (chunks: string[]) => {
+      const out: SseItem[] = [];
+      for await (const i of readSse(bodyOf(chunks), 5000, 100_000, 1000)) out.push(i);
+      return out;
+    };
+    for (const noise of [':\n', '\n', '\r\n', 'x: y\n', 'retry: 5\n'])
+      await expect(read(Array.from({ length: 200 }, () => noise.repeat(10))), JSON.stringify(noise)).rejects.toThrow(/characters of comments and empty lines/);
+    const beat = ': heartbeat\n'.repeat(50);
+    const items = await read(Array.from({ length: 20 }, (_, i) => `${beat}id: ${i}\ndata: {}\n\n`));
+    expect(items.filter((i) => i.kind === 'event')).toHaveLength(20);
+  });
+
+  it('a flooding stream is reconnected with backoff, not read for ever', async () => {
+    let stopped = false;
+    // (A fake body is not cancelled by the client's close, as a fetch's is: it ends once the test stops.)
+    const flood = () =>
+      new ReadableStream<Uint8Array>({
+        // Each chunk a turn of the loop later, as a socket's would come (and timers still run).
+        pull: (c) => new Promise<void>((r) => setImmediate(() => r(stopped ? c.close() : c.enqueue(new TextEncoder().encode(':\n'.repeat(4096)))))),
+      });
+    let streams = 0;
+    const fake = async (input: string | URL | Request) => {
+      if (String(input).includes('v1/catalog')) return Response.json({ position: 1, files: [] });
+      streams++;
+      return new Response(flood(), { headers: { 'content-type': 'text/event-stream' } });
+    };
+    const reasons: string[] = [];
+    const client = createClient({
+      url: 'http://oddsfiles.test/',
+      key: 'odf_x',
+      fetch: fake as typeof fetch,
+      onNotice: (n) => void (n.type === 'reconnect' && reasons.push(n.reason)),
+    });
+    const run = (async () => {
+      for await (const _ of client.changes()) void _;
+    })();
+    for (let i = 0; i < 100 && reasons.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    client.close();
+    stopped = true;
+    await run;
+    expect(streams).toBe(1);
+    expect(reasons[0]).toMatch(/characters of comments and empty lines/);
+  });
+
   it('refuses an answer larger than maxFileBytes, even one that never ends, without holding it', async () => {
     const endless = () =>
       new ReadableStream<Uint8Array>({

@@ -16,7 +16,20 @@ export type SseItem =
  */
 export const MAX_EVENT_CHARS = 1024 * 1024;
 
-export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number, maxEventChars = MAX_EVENT_CHARS): AsyncGenerator<SseItem> {
+/**
+ * The most characters of lines that carry no event (comments, blank lines, unknown fields) a
+ * stream may send within one idle bound: heartbeats are a few bytes every few seconds, so a
+ * server flooding them cannot keep the reader busy parsing for ever (the stream is given up,
+ * and reconnected with backoff).
+ */
+export const MAX_NOISE_CHARS = 64 * 1024;
+
+export async function* readSse(
+  body: ReadableStream<Uint8Array>,
+  idleMs: number,
+  maxEventChars = MAX_EVENT_CHARS,
+  maxNoiseChars = MAX_NOISE_CHARS,
+): AsyncGenerator<SseItem> {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   let event = '';
@@ -24,6 +37,19 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number,
   let held = 0;
   let id: string | undefined;
   let any = false;
+  let noise = 0;
+  let noiseSince = Date.now();
+  /** A line that carries no event: counted against the noise bound of the current window. */
+  const quiet = (chars: number) => {
+    if ((noise += chars + 1) <= maxNoiseChars) return;
+    const ms = Date.now() - noiseSince;
+    if (ms >= idleMs) {
+      noise = 0;
+      noiseSince = Date.now();
+      return;
+    }
+    throw new Error(`the stream sent ${noise} characters of comments and empty lines in ${ms} ms without an event`);
+  };
   const tooLong = () => new Error(`the stream sent an event of more than ${maxEventChars} characters`);
   try {
     for (;;) {
@@ -45,7 +71,11 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number,
         const line = buf.slice(pos, end);
         pos = end + (end === cr && buf.charCodeAt(end + 1) === 10 ? 2 : 1);
         if (line === '') {
-          if (any) yield { kind: 'event', event: event || 'message', data: data.join('\n'), id };
+          if (any) {
+            yield { kind: 'event', event: event || 'message', data: data.join('\n'), id };
+            noise = 0;
+            noiseSince = Date.now();
+          } else quiet(0);
           event = '';
           data = [];
           held = 0;
@@ -53,6 +83,7 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number,
           continue;
         }
         if (line.startsWith(':')) {
+          quiet(line.length);
           yield { kind: 'comment' };
           continue;
         }
@@ -66,9 +97,13 @@ export async function* readSse(body: ReadableStream<Uint8Array>, idleMs: number,
           data.push(value);
         } else if (field === 'id' && !value.includes('\0')) id = value;
         else if (field === 'retry' && /^\d+$/.test(value)) {
+          quiet(line.length);
           yield { kind: 'retry', ms: Number(value) };
           continue;
-        } else continue;
+        } else {
+          quiet(line.length);
+          continue;
+        }
         any = true;
       }
       buf = pos === 0 ? buf : buf.slice(pos);
