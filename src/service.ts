@@ -69,7 +69,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     const core = await startCore(config, roles, log, stops);
     const { queue } = core;
     const reader = roles.includes('reader') ? await startReaderRole(core, roles, options) : undefined;
-    if (roles.includes('worker') && queue) await startWorkerRole(core, queue, reader?.offer);
+    if (roles.includes('worker') && queue) await startWorkerRole(core, queue, reader);
     if (roles.includes('watcher') && queue) await startWatcherRole(core, queue);
     const readerUrl = reader?.url;
     log.info({ roles, redis: redactUrl(core.redisUrl), prefix: config.redis.prefix, store: core.store.description, reader: readerUrl }, 'oddsfiles started');
@@ -207,7 +207,7 @@ async function startReaderRole(core: Core, roles: readonly Role[], options: Serv
   return reader;
 }
 
-async function startWorkerRole(core: Core, queue: IngestQueue, onPublished: RunningReader['offer'] | undefined): Promise<void> {
+async function startWorkerRole(core: Core, queue: IngestQueue, reader: Pick<RunningReader, 'offer' | 'expect'> | undefined): Promise<void> {
   const { config, log, stops, client, keys, store, catalog, registry, metrics } = core;
   const { startWorkerRole: start } = await import('./ingest/worker-role.js');
   const stop = await start({
@@ -221,7 +221,8 @@ async function startWorkerRole(core: Core, queue: IngestQueue, onPublished: Runn
     registry,
     metrics,
     log,
-    onPublished,
+    onPublished: reader?.offer,
+    onPublishing: reader?.expect,
     onConnection: (c) => stops.watch(c),
   });
   stops.add(stop);

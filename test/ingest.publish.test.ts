@@ -78,11 +78,14 @@ describe('the publish step', () => {
 
   it('hands the exact stored bytes to onPublished, after the commit and before the manifest, for publications only', async () => {
     const calls: { entry: CatalogEntry; seq: number; bytes: Buffer; claimThere: boolean }[] = [];
+    const before: { sha256: string; bytes: Buffer; committed: boolean }[] = [];
     let claimPathNow = '';
     const t = await setup({
       onPublished: (entry, seq, bytes) => {
         calls.push({ entry, seq, bytes: Buffer.from(bytes), claimThere: existsSync(claimPathNow) });
       },
+      // Before the commit: the catalog does not name the version yet.
+      onPublishing: (sha256, bytes) => before.push({ sha256, bytes: Buffer.from(bytes), committed: calls.length > before.length }),
     });
     const base = Date.parse('2026-11-21T18:00:00Z');
 
@@ -103,6 +106,8 @@ describe('the publish step', () => {
     // drop, was still there. (Reading the manifest here instead would race with its writer, which
     // may have run between the hook and this line: a flaky check, seen once in CI.)
     expect(calls[0]!.claimThere).toBe(true);
+    // onPublishing had the same bytes and their sha256, before the commit.
+    expect(before).toEqual([{ sha256: calls[0]!.entry.sha256, bytes: calls[0]!.bytes, committed: false }]);
 
     // A newer version: published, hooked. The same bytes again: unchanged. An older one: superseded.
     const newer = docFor(FEED, base + 60_000);

@@ -104,6 +104,15 @@ describe('versions carried with their commit', () => {
       expect(reads).toEqual([entry.object]);
     }));
 
+  it("in the worker's process, are handed to its reader before the commit: the announcement reads nothing", () =>
+    withReader({ carried: false }, async (reader) => {
+      const entry = await fx.publish(FILE, oddsDocument('northwind', 'soccer', 20_000, 8), {
+        beforeCommit: (sha256, bytes) => reader.state.published.expect(sha256, bytes),
+      });
+      await within(2000, async () => (await served(reader, entry.sha256)) !== undefined);
+      expect(reads).toEqual([]);
+    }));
+
   it('reach no reader that does not take them (a reader in the worker process): the commit reports 0', () =>
     withReader({ carried: false }, async (reader) => {
       const result = await fx.publishCarried(FILE, oddsDocument('northwind', 'soccer', 2000, 7));
@@ -136,7 +145,10 @@ describe('what a reader keeps of carried bytes while it waits for their announce
     const c = createCarriedBytes();
     c.put(Buffer.from('short'));
     c.put(Buffer.concat([Buffer.from('Z'.repeat(64)), Buffer.alloc(10)]));
+    c.hold('not a sha256', Buffer.alloc(10));
     expect(c.size).toBe(0);
+    c.hold(sha(9), Buffer.alloc(10, 9));
+    expect(c.take(entryFor(9, 10))?.equals(Buffer.alloc(10, 9))).toBe(true);
   });
 
   it('keeps at most maxEntries and maxBytes, evicting the oldest, and nothing older than maxAgeMs', () => {

@@ -26,6 +26,8 @@ export function encodeCarried(sha256: string, bytes: Buffer): Buffer {
 export interface CarriedBytes {
   /** Keep a carried message (ignored if malformed), until its announcement or until evicted. */
   put(message: Buffer): void;
+  /** Keep `bytes` (not copied: the caller no longer changes them) as carried for `sha256`. */
+  hold(sha256: string, bytes: Buffer): void;
   /** The bytes carried for `entry` (same sha256 and size), taken out; undefined if none. */
   take(entry: CatalogEntry): Buffer | undefined;
   readonly size: number;
@@ -66,18 +68,23 @@ export function createCarriedBytes(limits: CarriedBytesLimits = { maxEntries: 32
       drop(k);
     }
   };
+  const keep = (sha: string, bytes: Buffer) => {
+    if (bytes.length > limits.maxBytes) return;
+    drop(sha);
+    const t = now();
+    sweep(t, bytes.length);
+    held.set(sha, { bytes, at: t });
+    bytesHeld += bytes.length;
+  };
   return {
     put(message) {
       if (message.length <= SHA_HEX) return;
       const sha = message.toString('latin1', 0, SHA_HEX);
-      if (!SHA_RE.test(sha)) return;
-      const size = message.length - SHA_HEX;
-      if (size > limits.maxBytes) return;
-      drop(sha);
-      const t = now();
-      sweep(t, size);
-      held.set(sha, { bytes: Buffer.from(message.subarray(SHA_HEX)), at: t });
-      bytesHeld += size;
+      if (!SHA_RE.test(sha) || message.length - SHA_HEX > limits.maxBytes) return;
+      keep(sha, Buffer.from(message.subarray(SHA_HEX)));
+    },
+    hold(sha256, bytes) {
+      if (SHA_RE.test(sha256)) keep(sha256, bytes);
     },
     take(entry) {
       const t = now();

@@ -47,6 +47,8 @@ export interface WorkerRoleDeps {
   readonly onConnection?: ((connection: Redis) => void) | undefined;
   /** In one process the reader takes the bytes just published: no store read, no wait for the announcement. */
   readonly onPublished?: PublisherDeps['onPublished'];
+  /** In one process the reader is told of the bytes before the commit, so its announcement finds them. */
+  readonly onPublishing?: PublisherDeps['onPublishing'];
 }
 
 /** Starts the supervised worker; resolves to its stop function (drains in-flight jobs, bounded). */
@@ -75,6 +77,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     recordRejection: (r) => rejections.record(r),
     recordSuperseded: (r) => superseded.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
+    ...(deps.onPublishing ? { onPublishing: deps.onPublishing } : {}),
     onCatalogBehind: () => guard.behind(),
     ...(config.ingest.carryMaxBytes > 0 && config.ingest.carryBytesPerSecond > 0
       ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }

@@ -59,6 +59,8 @@ export interface RunningReader {
   readonly ready: Promise<void>;
   /** Hold a version this process has just published, bytes and all (no store read): see PublishedCache.offer. */
   readonly offer: PublishedCache['offer'];
+  /** The bytes of a version this process is about to commit: see PublishedCache.expect. */
+  readonly expect: PublishedCache['expect'];
   /** The catalog entries this reader holds now (for the freshness metrics). */
   entries(): Iterable<CatalogEntry>;
   /** Stop listening (in-flight requests finish), stop refreshing, unsubscribe. */
@@ -133,6 +135,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
       url,
       ready: state.ready,
       offer: state.published.offer,
+      expect: state.published.expect,
       *entries() {
         for (const f of state.published.filenames()) {
           const v = state.published.get(f);

@@ -56,7 +56,8 @@ export interface ReaderFixture {
   /** Every log line written by every instance, as text. */
   readonly logLines: string[];
   readonly log: Logger;
-  publish(filename: string, doc: unknown, at?: { generatedAtMs?: number }): Promise<CatalogEntry>;
+  /** `beforeCommit`: called with the version's sha256 and bytes once stored, before the commit (as the publish step's onPublishing). */
+  publish(filename: string, doc: unknown, at?: { generatedAtMs?: number; beforeCommit?: (sha256: string, bytes: Buffer) => void }): Promise<CatalogEntry>;
   /** publish, with the bytes carried ahead of the commit as a worker does (src/catalog/carried.ts): the whole result. */
   publishCarried(filename: string, doc: unknown): Promise<CommitResult & { bytes: Buffer; carriedTo: number }>;
   syncManifest(): Promise<void>;
@@ -117,6 +118,7 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
     async publish(filename, doc, at = {}) {
       const { entry, bytes } = prepare(filename, doc, at);
       await store.put(entry.object, bytes, 'application/json');
+      at.beforeCommit?.(entry.sha256, bytes);
       const result = await catalog.commit(entry, 10);
       return result.current;
     },

@@ -211,6 +211,13 @@ async function commitDrop(ctx: PublishContext, claim: Claim, drop: ReadDrop, lap
     : undefined;
   await put;
   t = laps.lap('store', t);
+  if (deps.onPublishing) {
+    try {
+      deps.onPublishing(sha256, doc.bytes);
+    } catch (err) {
+      deps.log.warn({ err: { message: (err as Error)?.message }, filename: feed.filename }, 'the onPublishing hook failed; ignored');
+    }
+  }
   const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
   laps.lap('commit', t);
   const carriedTo = await carried;

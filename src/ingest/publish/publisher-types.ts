@@ -51,6 +51,12 @@ export interface PublisherDeps {
    * publish waiting; whatever it throws is logged and ignored.
    */
   readonly onPublished?: (entry: CatalogEntry, seq: number, bytes: Buffer) => void;
+  /**
+   * Called synchronously before the commit of a version, with its SHA-256 and the bytes written
+   * to the store: this process's reader may hear the commit's announcement before the commit call
+   * returns (and so before onPublished). Whatever it throws is logged and ignored.
+   */
+  readonly onPublishing?: (sha256: string, bytes: Buffer) => void;
   /** Which versions are carried to readers in other processes ahead of their commit (carry.ts); none without it. */
   readonly carry?: CarryPolicy;
   /** The manifest writer found the catalog behind the store's manifest (Redis lost commits). */

@@ -46,6 +46,13 @@ export interface PublishedCache {
   /** A message of the bytes channel: a version's bytes, carried ahead of its announcement (src/catalog/carried.ts). */
   carried(message: Buffer): void;
   /**
+   * The bytes of a version this process is about to commit (sha256: of those bytes, as the
+   * publish step hashed them): kept as carried bytes, so that an announcement reaching this
+   * reader before the commit call returns (and so before offer) takes them instead of reading the
+   * store back and hashing.
+   */
+  expect(sha256: string, bytes: Buffer): void;
+  /**
    * A version this process has just committed, with its bytes (already hashed by the publish
    * step): held at once, with no store read; the announcement that follows finds it held.
    */
@@ -230,6 +237,9 @@ export function createPublishedCache(deps: PublishedCacheDeps): PublishedCache {
     heard: (entry, seq) => heard(entry, seq),
     carried(message) {
       if (!closed) carried.put(message);
+    },
+    expect(sha256, bytes) {
+      if (!closed) carried.hold(sha256, bytes);
     },
     offer,
     variant,
