@@ -26,7 +26,7 @@ import { profileTables, summarizeProfile } from './lib/profile.js';
 import { publishReport, table } from './lib/report.js';
 import { ingestRound, referenceRound } from './lib/rounds.js';
 import { log, runMain, tempDir } from './lib/run.js';
-import { fmtInt, fmtMs, fmtX, median, shuffle } from './lib/stats.js';
+import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/stats.js';
 
 const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32'];
 
@@ -232,6 +232,12 @@ function report(
   // CPU per drop over all rounds together: /proc counts CPU in 10 ms ticks, too coarse for the
   // ~100 ms of one round.
   const cpuPerDrop = (cpu: readonly number[]) => cpu.reduce((a, b) => a + b, 0) / cpu.length / templates.length;
+  // Each round's own ratio (the reference ran in the same round, seconds apart): the machine's
+  // speed moves between rounds, and this shows how far the verdict could move with it.
+  const paired = (seconds: readonly number[]) => {
+    const ratios = seconds.map((s, i) => refSeconds[i]! / s);
+    return `${fmtX(median(ratios))} (${quantile(ratios, 0.25).toFixed(2)}–${quantile(ratios, 0.75).toFixed(2)})`;
+  };
   const rows: string[][] = [
     [
       'reference loop (read + JSON.parse + write + fsync + rename)',
@@ -239,6 +245,7 @@ function report(
       `${fmtInt(templates.length / Math.max(...refSeconds))}–${fmtInt(templates.length / Math.min(...refSeconds))}`,
       (totalBytes / median(refSeconds) / 1e6).toFixed(0),
       '1.00×',
+      '',
       fmtMs(cpuPerDrop(refCpu)),
       '',
     ],
@@ -248,6 +255,7 @@ function report(
       `${fmtInt(templates.length / Math.max(...durableSeconds))}–${fmtInt(templates.length / Math.min(...durableSeconds))}`,
       (totalBytes / median(durableSeconds) / 1e6).toFixed(0),
       fmtX(median(refSeconds) / median(durableSeconds)),
+      paired(durableSeconds),
       fmtMs(cpuPerDrop(durableCpu)),
       '',
     ],
@@ -260,6 +268,7 @@ function report(
       `${fmtInt(templates.length / Math.max(...v.seconds))}–${fmtInt(templates.length / Math.min(...v.seconds))}`,
       (totalBytes / median(v.seconds) / 1e6).toFixed(0),
       fmtX(rate / refRate),
+      paired(v.seconds),
       fmtMs(cpuPerDrop(v.cpu)),
       rate / refRate >= 0.7 ? 'met' : '**missed**',
     ]);
@@ -269,7 +278,18 @@ function report(
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; rounds of ${templates.length} drops (every example filename, ${(totalBytes / templates.length / 1024).toFixed(0)} KB each, ${(totalBytes / 1e6).toFixed(1)} MB), ${ROUNDS} rounds after a warm-up, every variant and the reference once per round in shuffled order, each started only once the previous one's processes are idle; medians; ${measuredS} s of measurement.`,
     '',
-    table(['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'CPU ms per drop', 'target ≥ 0.7×'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
+    table(['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'per round: median (quartiles)', 'CPU ms per drop', 'target ≥ 0.7×'], rows, [
+      'l',
+      'r',
+      'r',
+      'r',
+      'r',
+      'r',
+      'r',
+      'l',
+    ]),
+    '',
+    "vs reference: the variant's median rate over the reference's (the target's measure); per round: the ratio of the two within each round, its median and quartiles across rounds (how far the machine's changing speed moves it).",
     '',
     "CPU ms per drop: user + system time of all the variant's processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop's own process.",
     '',
