@@ -164,14 +164,13 @@ export async function readClaim(
     await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
     const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1);
-    const small = syncOk && st.size <= syncIoMaxBytes;
     let filled = 0;
-    for (;;) {
-      const length = buf.length - filled;
-      const n = small ? readSync(fd, buf, filled, length, filled) : (await readFd(fd, buf, filled, length, filled)).bytesRead;
-      if (n === 0) break;
-      filled += n;
-      if (filled === buf.length) break;
+    if (syncOk && st.size <= syncIoMaxBytes) filled = fillSync(fd, buf, buf.length);
+    else {
+      for (;;) {
+        const n = (await readFd(fd, buf, filled, buf.length - filled, filled)).bytesRead;
+        if (n === 0 || (filled += n) === buf.length) break;
+      }
     }
     if (filled > maxBytes) throw new RejectionError('too_large', `more than ${maxBytes} bytes`);
     return { bytes: filled === buf.length ? buf : buf.subarray(0, filled), size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, statAtMs };
@@ -192,14 +191,18 @@ export function readClaimSyncInto(path: string, maxBytes: number, scratch: Buffe
   try {
     const st = fstatSync(fd);
     if (!st.isFile() || st.size > maxBytes) return undefined;
-    const end = Math.min(maxBytes + 1, scratch.length);
-    let filled = 0;
-    for (;;) {
-      const n = readSync(fd, scratch, filled, end - filled, filled);
-      if (n === 0 || (filled += n) === end) break;
-    }
+    const filled = fillSync(fd, scratch, Math.min(maxBytes + 1, scratch.length));
     return filled > maxBytes ? undefined : scratch.subarray(0, filled);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Reads from the start of `fd` into buf[0, end) until it is full or the file ends; the bytes read. */
+function fillSync(fd: number, buf: Buffer, end: number): number {
+  let filled = 0;
+  for (;;) {
+    const n = readSync(fd, buf, filled, end - filled, filled);
+    if (n === 0 || (filled += n) === end) return filled;
   }
 }
