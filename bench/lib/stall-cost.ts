@@ -47,6 +47,8 @@ export async function patchCost(o: CostOptions): Promise<PatchCost> {
     if (res.status === 226 && res.headers['content-encoding'] === 'gzip') patch = res.length;
     else await sleep(100);
   }
+  // No patch in 5 s: the size goal cannot be judged, and the CPU rounds below would fail anyway.
+  if (patch === 0) throw new Error(`no gzip JSON Patch (226) for ${o.name} one version behind in 50 tries: is deltas on?`);
   const wholeGzip = (await o.get(`${o.url}/v1/data/${o.name}`, { 'x-api-key': o.key, 'accept-encoding': 'gzip' })).length;
   const cpuOf = async (etag: string, expect: number) => {
     const before = cpuMs(o.pid);
