@@ -110,7 +110,9 @@ export function createPublishHandler(deps: PublishRouteDeps) {
     uploads++;
     perKey.set(publisher.id, mine + 1);
     try {
-      const body = await readUpload(request.body as Readable, { maxBytes, timeoutMs: config.publish.uploadTimeoutMs, gzip: coding !== 'identity' });
+      // Without a body and a Content-Type, Fastify runs no parser: the request itself is the (empty) body.
+      const stream = (request.body as Readable | undefined) ?? req;
+      const body = await readUpload(stream, { maxBytes, timeoutMs: config.publish.uploadTimeoutMs, gzip: coding !== 'identity' });
       if (body === ABORTED) {
         deps.onOutcome?.('refused');
         return reply;
