@@ -29,6 +29,8 @@ plans:
   pro: { allow: ["*"] }
   tiny: { allow: [], publish_rate: { max: 2, per: 1m } }
 publish: { rate: { max: 100000, per: 1m }, staged_max_age: 2s }
+# A drop that does not parse waits this long for its writer; an upload is whole, and never waits.
+ingest: { settle: 50s }
 `;
 
 interface Put {
@@ -160,7 +162,8 @@ describe('PUT /v1/data/{filename} end to end', () => {
     expect(Buffer.from(await (await get(LIVE, keys.consumer)).arrayBuffer()).equals(newer)).toBe(true);
   });
 
-  it('422 rejected with the reason and detail of its reason.json in REJECTED_DIR; nothing staged is left', async () => {
+  it('422 rejected with the reason and detail of its reason.json in REJECTED_DIR, at once (an upload is not waited on as a file being written); nothing staged is left', async () => {
+    // (Waiting as for a drop, ingest.settle of 50 s, would answer 504 after publish.settle_timeout.)
     const res = await put(BLUE, '{"bookmaker": "bluewater", "events": [', keys.both);
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ type: 'https://oddsfiles.dev/problems/rejected', outcome: 'rejected', reason: 'invalid_json', filename: BLUE });
@@ -169,6 +172,12 @@ describe('PUT /v1/data/{filename} end to end', () => {
     expect(record).toMatchObject({ filename: BLUE, reason: 'invalid_json', detail: res.body.detail });
     const mismatch = await put(BLUE, tinyDoc('northwind', 'soccer', new Date().toISOString()), keys.both);
     expect(mismatch.body).toMatchObject({ reason: 'bookmaker_mismatch' });
+    // No body and no Content-Type at all: the empty document, as with one.
+    for (const query of ['', '?dry_run=1']) {
+      const empty = await fetch(`${svc.url}/v1/data/${BLUE}${query}`, { method: 'PUT', headers: { 'x-api-key': keys.both } });
+      expect(empty.status, query).toBe(422);
+      expect(await empty.json()).toMatchObject({ reason: 'empty' });
+    }
     expect(await incoming()).toEqual([]);
   });
 

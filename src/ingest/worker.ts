@@ -177,7 +177,7 @@ async function takeStaged(
   receivedAt: number,
   syncIoMaxBytes: number,
 ): Promise<Claim | undefined> {
-  const existing: Claim = { claimId, name, path: claimPath(deps.inboxDir, claimId, name) };
+  const existing: Claim = { claimId, name, path: claimPath(deps.inboxDir, claimId, name), complete: true };
   if (syncIoMaxBytes > 0 ? existsSync(existing.path) : await exists(existing.path)) return existing;
   if (!deps.store) throw new Error('a staged claim job reached a worker without the store');
   return takeStagedClaim(deps.store, deps.inboxDir, claimId, name, receivedAt, syncIoMaxBytes);

@@ -25,6 +25,8 @@ export interface Claim {
   /** The drop's filename as the publisher named it. */
   readonly name: string;
   readonly path: string;
+  /** Its bytes were whole when claimed (a staged upload, written in by a rename): one that does not parse is not waited on. */
+  readonly complete?: boolean;
 }
 
 export function processingDir(inboxDir: string): string {

@@ -3,7 +3,8 @@
  * prefix of a JSON object never parses), so it is decided at once: a renamed drop pays no settling
  * delay. One that does not parse (`empty`, `invalid_json`) may be a file claimed mid-write, the
  * writer still writing into it: it is rejected only once it has been unchanged for
- * `ingest.settle`, re-read each time it changed, for at most `ingest.settle_max`.
+ * `ingest.settle`, re-read each time it changed, for at most `ingest.settle_max`. A claim whose
+ * bytes were whole when claimed (an upload) is decided at once.
  */
 import { lstat } from 'node:fs/promises';
 import type { Config } from '../../config.js';
@@ -41,6 +42,7 @@ export async function readSettled<T>(
   config: Pick<Config, 'limits' | 'ingest'>,
   beforeRead: (size: number) => Promise<void>,
   validate: (raw: Buffer, read: ClaimRead) => T,
+  complete = false,
 ): Promise<T> {
   const { settleMs, settleMaxMs } = config.ingest;
   const deadline = Date.now() + settleMaxMs;
@@ -54,7 +56,7 @@ export async function readSettled<T>(
       if (!(e instanceof RejectionError)) throw e;
       err = e;
     }
-    if (!INCOMPLETE.has(err.reason)) throw new SettledRejection(err, read.bytes);
+    if (complete || !INCOMPLETE.has(err.reason)) throw new SettledRejection(err, read.bytes);
     const quiet = await waitQuiet(path, read, settleMs, config.limits.maxFileBytes, deadline);
     // Unchanged since it was read and quiet for `settle`: complete, and the rejection stands.
     if (quiet === 'quiet') throw new SettledRejection(err, read.bytes);

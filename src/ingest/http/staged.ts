@@ -54,7 +54,7 @@ export async function takeStagedClaim(
   receivedAt: number,
   syncIoMaxBytes = 0,
 ): Promise<Claim | undefined> {
-  const claim: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name) };
+  const claim: Claim = { claimId, name, path: claimPath(inboxDir, claimId, name), complete: true };
   let bytes: Buffer;
   try {
     bytes = await store.get(stagedKey(claimId, name));

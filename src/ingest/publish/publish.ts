@@ -152,12 +152,18 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
   let readAt = t0;
   let received: Buffer = Buffer.alloc(0);
   let read: ClaimRead | undefined;
-  const doc = await readSettled(claim.path, deps.config, hold, (raw, r) => {
-    readAt = performance.now();
-    received = raw;
-    read = r;
-    return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
-  });
+  const doc = await readSettled(
+    claim.path,
+    deps.config,
+    hold,
+    (raw, r) => {
+      readAt = performance.now();
+      received = raw;
+      read = r;
+      return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
+    },
+    claim.complete === true,
+  );
   laps.set('read', t0, readAt);
   const sha256 = sha256Hex(doc.bytes);
   const sourceSha256 = doc.stamped ? sha256Hex(received) : undefined;
