@@ -100,7 +100,9 @@ export function frameworkErrorHandler(report: EdgeReport, clientIp: (req: Incomi
 }
 
 /** Paths that exist, and the methods they take: other methods get 405 rather than 404. */
-const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/catalog|v1\/changes|v1\/stream|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
+const KNOWN_PATH = /^\/(?:v1\/files|v1\/data\/.*|v1\/history\/.*|v1\/catalog|v1\/changes|v1\/stream|v1\/openapi\.json|healthz|readyz|metrics)\/?$/;
+/** The change stream takes GET only (a HEAD would open a stream to send nothing of it). */
+const GET_ONLY_PATH = /^\/v1\/stream\/?$/;
 
 /** The methods every known path takes (the Allow header of a 405). */
 export const ALLOWED_METHODS = 'GET, HEAD';
@@ -112,8 +114,10 @@ export const ALLOWED_METHODS = 'GET, HEAD';
  */
 export function refuseOtherMethods(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
   const method = request.method;
-  if (method === 'GET' || method === 'HEAD' || !request.is404) return done();
-  if (!KNOWN_PATH.test(request.url.split('?', 1)[0] ?? '')) return done();
+  if (method === 'GET' || !request.is404) return done();
+  const path = request.url.split('?', 1)[0] ?? '';
+  if (GET_ONLY_PATH.test(path)) return done(new HttpProblem('method_not_allowed', `Only GET is allowed here, not ${method}.`, { allow: 'GET' }));
+  if (method === 'HEAD' || !KNOWN_PATH.test(path)) return done();
   done(new HttpProblem('method_not_allowed', `Only GET and HEAD are allowed here, not ${method}.`, { allow: ALLOWED_METHODS }));
 }
 

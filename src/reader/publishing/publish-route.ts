@@ -45,6 +45,12 @@ export async function registerPublishRoute(app: FastifyInstance, deps: PublishRo
   await app.register(async (sub) => {
     sub.removeAllContentTypeParsers();
     sub.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+    // The body is read as sent, whatever its Content-Type says: without this, Fastify answers a
+    // Content-Type it cannot parse with 415 before the handler, so before the key is checked.
+    sub.addHook('onRequest', (request, _reply, done) => {
+      delete request.raw.headers['content-type'];
+      done();
+    });
     sub.put<{ Params: { '*': string } }>(DATA_ROUTE, { schema: PUT_ROUTE_SCHEMA }, createPublishHandler(deps));
   });
 }
