@@ -121,11 +121,22 @@ describe('the client package', () => {
   it('a flooding stream is reconnected with backoff, not read for ever', async () => {
     let stopped = false;
     // (A fake body is not cancelled by the client's close, as a fetch's is: it ends once the test stops.)
-    const flood = () =>
-      new ReadableStream<Uint8Array>({
+    const flood = () => {
+      let cancelled = false;
+      return new ReadableStream<Uint8Array>({
         // Each chunk a turn of the loop later, as a socket's would come (and timers still run).
-        pull: (c) => new Promise<void>((r) => setImmediate(() => r(stopped ? c.close() : c.enqueue(new TextEncoder().encode(':\n'.repeat(4096)))))),
+        pull: (c) =>
+          new Promise<void>((r) =>
+            setImmediate(() => {
+              if (cancelled) return r();
+              if (stopped) c.close();
+              else c.enqueue(new TextEncoder().encode(':\n'.repeat(4096)));
+              r();
+            }),
+          ),
+        cancel: () => void (cancelled = true),
       });
+    };
     let streams = 0;
     const fake = async (input: string | URL | Request) => {
       if (String(input).includes('v1/catalog')) return Response.json({ position: 1, files: [] });
@@ -236,7 +247,7 @@ describe('the client package', () => {
   it('lists again after a listing cut off mid-body, instead of stopping', async () => {
     let catalogs = 0;
     let streams = 0;
-    const fake = async (input: string | URL | Request) => {
+    const fake = async (input: string | URL | Request, init?: RequestInit) => {
       const url = String(input);
       if (url.includes('v1/catalog')) {
         catalogs++;
@@ -252,7 +263,9 @@ describe('the client package', () => {
         return Response.json({ position: 1, files: [] });
       }
       streams++;
-      return new Response(new ReadableStream<Uint8Array>({ start: () => undefined }), { headers: { 'content-type': 'text/event-stream' } });
+      // A stream that says nothing, and ends when the client closes (as fetch's body would).
+      const quiet = new ReadableStream<Uint8Array>({ start: (c) => init?.signal?.addEventListener('abort', () => c.error(new Error('aborted'))) });
+      return new Response(quiet, { headers: { 'content-type': 'text/event-stream' } });
     };
     const notices: string[] = [];
     const client = createClient({ url: 'http://oddsfiles.test/', key: 'odf_x', fetch: fake as typeof fetch, onNotice: (n) => notices.push(n.type) });
