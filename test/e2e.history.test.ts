@@ -165,6 +165,10 @@ describe('history end to end', () => {
       '?limit=1e2',
       '?at=yesterday',
       '?at=2026-13-45T99:00:00Z',
+      '?at=2026-11-31T00:00:00Z', // no such day: not rolled over into December
+      '?at=2026-02-29T12:00:00Z',
+      '?before=2026-04-31T00:00:00Z',
+      '?at=2026-01-01T24:00:00Z',
       '?before=%00',
       '?before=1:2:3',
       '?at=2026-01-01T00:00:00Z&limit=3',

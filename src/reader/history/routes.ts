@@ -17,6 +17,7 @@ import type { HistoryIndex, HistoryVersion } from '../../catalog/history-index.j
 import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import { sendFlat } from '../problem.js';
+import { parseIsoTime } from '../../feeds/generated-at.js';
 import type { Admitted, V1Handler, V1Reply } from '../data/v1-handler.js';
 import { etagFor } from '../data/version.js';
 import type { VersionBytes } from '../data/version-bytes.js';
@@ -28,7 +29,6 @@ const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 100;
 const ETAG_RE = /^"?([0-9a-f]{32})"?$/;
 /** ISO 8601 with a date and a time (and a zone), as the API writes them. */
-const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
 const CURSOR_RE = /^\d{15}:\d{15}:[0-9a-f]{64}:\d{1,15}:-?\d{1,16}$/;
 
 export interface HistoryRoutesDeps {
@@ -58,8 +58,7 @@ function listed(v: HistoryVersion) {
 }
 
 function isoTime(value: string): number {
-  if (!ISO_RE.test(value)) return Number.NaN;
-  return Date.parse(value);
+  return parseIsoTime(value) ?? Number.NaN;
 }
 
 /**
@@ -68,7 +67,7 @@ function isoTime(value: string): number {
  */
 function badTime(param: string, value: string, alternative = ''): HttpProblem {
   const plus = value.replace(/ (\d{2}:\d{2})$/, '+$1');
-  if (plus !== value && ISO_RE.test(plus)) {
+  if (plus !== value && parseIsoTime(plus) !== undefined) {
     return bad(`${param} arrived as "${value}": in a URL query a + means a space, so a zone's + must be sent as %2B (${param}=${plus.replace('+', '%2B')}).`);
   }
   return bad(`${param} is an ISO 8601 time with a zone, e.g. 2026-01-01T12:00:00Z${alternative}.`);
