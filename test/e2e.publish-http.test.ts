@@ -170,6 +170,8 @@ describe('PUT /v1/data/{filename} end to end', () => {
     const records = await rejectionRecords(join(dataDir, 'rejected'));
     const record = records.find((r) => r.id === res.body.rejection_id);
     expect(record).toMatchObject({ filename: BLUE, reason: 'invalid_json', detail: res.body.detail });
+    // Kept once, in REJECTED_DIR: an upload is not parked in the inbox to be watched for late writes.
+    expect(await readdir(join(dataDir, 'inbox', '.rejected-watch')).catch(() => [])).not.toContain(res.body.rejection_id);
     const mismatch = await put(BLUE, tinyDoc('northwind', 'soccer', new Date().toISOString()), keys.both);
     expect(mismatch.body).toMatchObject({ reason: 'bookmaker_mismatch' });
     // No body and no Content-Type at all: the empty document, as with one.

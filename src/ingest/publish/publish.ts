@@ -253,10 +253,11 @@ async function rejectDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, e
     received_at: receivedAt.toISOString(),
   };
   // Bytes that were read are kept as judged, and the claim is parked, watched for late writes
-  // (late-writes.ts); anything else (too large, not a regular file) is kept as it is.
+  // (late-writes.ts), unless it was whole when claimed (an upload: nobody writes to it); anything
+  // else (too large, not a regular file) is kept as it is.
   const judged = err instanceof SettledRejection ? err.bytes : undefined;
   await writeRejection(deps.config.rejectedDir, record, claim.path, judged);
-  if (judged) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
+  if (judged && claim.complete !== true) await parkRejectedClaim(deps.config.inboxDir, claim.path, record.id);
   else await ifExists(unlink(claim.path));
   await deps.recordRejection?.(record).catch((e: unknown) => deps.log.warn({ err: e }, 'could not record the rejection in Redis'));
   laps.set('total', t0, performance.now());
