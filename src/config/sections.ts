@@ -60,6 +60,12 @@ export const IngestSection = Type.Object(
       default: '30d',
       description: 'rejected drops older than this are removed from REJECTED_DIR (by the workers, hourly); off or 0: kept for ever',
     }),
+    rejected_max_bytes: Type.Integer({
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      default: 1_073_741_824,
+      description: 'past this many bytes in REJECTED_DIR the oldest rejected drops are removed (by the worker that rejects); 0: no bound',
+    }),
     sync_io_max_bytes: Type.Integer({
       minimum: 0,
       maximum: 16_777_216,

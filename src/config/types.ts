@@ -129,6 +129,8 @@ export interface Config {
     readonly syncIoMaxBytes: number;
     /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
     readonly rejectedRetentionMs: number;
+    /** Past this many bytes in REJECTED_DIR the oldest rejected drops are removed; 0: no bound. */
+    readonly rejectedMaxBytes: number;
   };
   readonly reader: {
     readonly refreshMs: number;

@@ -22,6 +22,7 @@ import { startInboxRegistration } from './drop-folder/inbox-marker.js';
 import { createPublisher } from './publish/publish.js';
 import type { DropResult, PublisherDeps } from './publish/publisher-types.js';
 import { startRejectedRetention } from './rejections/rejected-purge.js';
+import { createRejectedBytes } from './rejections/rejected-bytes.js';
 import { enqueueDrop, type IngestJobData, type IngestQueue, type IngestResult } from './queue.js';
 import { createRejectionLog } from './rejections/rejection-log.js';
 import { createSupersededLog } from './rejections/superseded-log.js';
@@ -58,6 +59,13 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   // A catalog Redis lost is restored from the store before this worker commits (redis-recovery.ts).
   const guard = await startRecoveryGuard({ redis: deps.client, keys: deps.keys, store: deps.store, catalog: deps.catalog, log });
   const rejections = createRejectionLog(deps.client, deps.keys);
+  // REJECTED_DIR kept under ingest.rejected_max_bytes, the oldest drops first.
+  const rejectedBytes = createRejectedBytes({
+    rejectedDir: config.rejectedDir,
+    maxBytes: config.ingest.rejectedMaxBytes,
+    forget: (ids) => rejections.forget(ids),
+    log,
+  });
   const superseded = createSupersededLog(deps.client, deps.keys);
   const schema = loadDocumentSchema();
   const onePass = onePassSupport(schema);
@@ -74,7 +82,10 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     store: deps.store,
     catalog: deps.catalog,
     log,
-    recordRejection: (r) => rejections.record(r),
+    recordRejection: async (r) => {
+      await rejections.record(r);
+      await rejectedBytes.added(r.id);
+    },
     recordSuperseded: (r) => superseded.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
     ...(deps.onPublishing ? { onPublishing: deps.onPublishing } : {}),
@@ -148,6 +159,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       }
     } finally {
       await stopRetention();
+      await rejectedBytes.settled();
       await registration.close();
       await guard.close();
     }

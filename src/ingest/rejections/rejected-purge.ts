@@ -30,18 +30,35 @@ export async function purgeRejections(
   before: number,
   options: { dryRun?: boolean; forget?: (ids: string[]) => Promise<void> } = {},
 ): Promise<PurgedRejection[]> {
-  const old: PurgedRejection[] = [];
+  const old: PurgedRejection[] = (await datedRejections(rejectedDir))
+    .filter((r) => r.receivedMs < before)
+    .map((r) => ({ id: r.id, filename: r.filename, received_at: r.received_at }));
+  if (options.dryRun) return old;
+  return removeRejections(rejectedDir, old, options.forget);
+}
+
+export interface DatedRejection extends PurgedRejection {
+  readonly receivedMs: number;
+}
+
+/** The rejected drops whose time of receipt is known, oldest first. */
+export async function datedRejections(rejectedDir: string): Promise<DatedRejection[]> {
+  const out: DatedRejection[] = [];
   for (const id of await rejectionIds(rejectedDir)) {
     const record = await readRejection(rejectedDir, id);
     const at = record ? Date.parse(record.received_at) : Number.NaN;
     const received = Number.isFinite(at) ? at : timeOfId(id);
-    if (!Number.isFinite(received) || received >= before) continue;
-    old.push({ id, filename: record?.filename, received_at: new Date(received).toISOString() });
+    if (!Number.isFinite(received)) continue;
+    out.push({ id, filename: record?.filename, received_at: new Date(received).toISOString(), receivedMs: received });
   }
-  if (options.dryRun) return old;
-  for (const r of old) await rm(join(rejectedDir, r.id), { recursive: true, force: true });
-  await options.forget?.(old.map((r) => r.id));
-  return old;
+  return out.sort((a, b) => a.receivedMs - b.receivedMs);
+}
+
+/** Remove these rejected drops, and (forget) their entries of the rejection log. */
+export async function removeRejections<T extends PurgedRejection>(rejectedDir: string, which: T[], forget?: (ids: string[]) => Promise<void>): Promise<T[]> {
+  for (const r of which) await rm(join(rejectedDir, r.id), { recursive: true, force: true });
+  if (which.length > 0) await forget?.(which.map((r) => r.id));
+  return which;
 }
 
 export interface RetentionDeps {
