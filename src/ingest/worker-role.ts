@@ -83,8 +83,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     catalog: deps.catalog,
     log,
     recordRejection: async (r) => {
+      await rejectedBytes.added(r.id); // first: it never fails, the Redis write may
       await rejections.record(r);
-      await rejectedBytes.added(r.id);
     },
     recordSuperseded: (r) => superseded.record(r),
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
