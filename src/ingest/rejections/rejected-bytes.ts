@@ -36,6 +36,8 @@ export async function purgeToBytes(
 ): Promise<{ removed: PurgedRejection[]; bytes: number }> {
   let bytes = await bytesUnder(rejectedDir);
   const remove: PurgedRejection[] = [];
+  // Under the bound (a worker's start, most often): no reason.json is read.
+  if (bytes <= keepBytes) return { removed: remove, bytes };
   for (const r of await datedRejections(rejectedDir)) {
     if (bytes <= keepBytes) break;
     bytes -= await bytesUnder(join(rejectedDir, r.id));
