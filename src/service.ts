@@ -12,6 +12,7 @@ import type { Metrics } from './ops/metrics.js';
 import type { Store } from './store/store.js';
 import type { RunningReader } from './reader/index.js';
 import type { PublishPort } from './ports/publish.js';
+import { lazyPublisher } from './ports/lazy-publisher.js';
 import { createRedis, redactUrl, whenReady } from './redis/connect.js';
 import { redisKeys, type RedisKeys } from './redis/key-names.js';
 import { createRedisOutageLog } from './redis/outage-log.js';
@@ -125,6 +126,10 @@ async function startCore(config: Config, roles: readonly Role[], log: Logger, st
  */
 function queueOpener(config: Config, log: Logger, stops: StopSequence, connect: Core['connect']): () => Promise<IngestQueue> {
   let opening: Promise<IngestQueue> | undefined;
+  let close: (() => Promise<void>) | undefined;
+  // The queue's place in the stop is taken now, whenever it opens: after the reader and the
+  // publisher that use it have stopped.
+  stops.add(async () => close?.());
   return () => {
     opening ??= import('./ingest/queue.js').then(({ createIngestQueue }) => {
       // Not once stopping: its connection would outlive the steps of the stop that already ran.
@@ -134,10 +139,10 @@ function queueOpener(config: Config, log: Logger, stops: StopSequence, connect: 
       // BullMQ forwards its connection's errors: one warn per Redis outage, not one per retry.
       const outage = createRedisOutageLog({ log, connection: 'queue', redis: connection, errorMsg: 'queue error' });
       outage.watch(queue);
-      stops.add(async () => {
+      close = async () => {
         await queue.close();
         outage.close();
-      });
+      };
       return queue;
     });
     return opening;
@@ -161,21 +166,16 @@ async function startMetrics(config: Config, roles: readonly Role[], log: Logger,
 async function startReaderRole(core: Core, roles: readonly Role[], options: ServiceOptions): Promise<RunningReader> {
   const { config, log, stops, client, keys, store, catalog, registry, metrics, connect, openQueue, queue } = core;
   // PUT /v1/data goes through the queue like a drop: a reader that takes PUTs loads BullMQ and
-  // the document validator (for dry runs); one with publish.http off never does.
+  // the document validator on its first PUT; one that never gets one, or has publish.http off,
+  // never does.
   let publisher: PublishPort | undefined;
   if (config.publish.http) {
-    const [{ startHttpPublisher }, publishQueue] = await Promise.all([import('./ingest/http/http-publish.js'), openQueue()]);
-    const started = await startHttpPublisher({
-      config,
-      queue: publishQueue,
-      eventsConnection: connect('worker', 'publish-events'),
-      store,
-      catalog,
-      registry,
-      log,
+    const lazy = lazyPublisher(async () => {
+      const [{ startHttpPublisher }, publishQueue] = await Promise.all([import('./ingest/http/http-publish.js'), openQueue()]);
+      return startHttpPublisher({ config, queue: publishQueue, eventsConnection: connect('worker', 'publish-events'), store, catalog, registry, log });
     });
-    publisher = started;
-    stops.add(() => started.close());
+    publisher = lazy;
+    stops.add(() => lazy.close());
   }
   // Loaded only where the reader runs: watcher and worker processes never load Fastify.
   const { startReader } = await import('./reader/index.js');

@@ -6,8 +6,9 @@
  *   roles need: BullMQ (about 15 MB of RSS), bull-board, chokidar, cli-progress, the document
  *   validator. Each is loaded by `import()` where a role or a command needs it (service.ts,
  *   ops/dashboard.ts, cli/publish.ts), and this test keeps a new static import from undoing it.
- *   A reader that takes PUT /v1/data (publish.http, the default) loads them on purpose, through
+ *   A reader that takes PUT /v1/data (publish.http, the default) loads them on its first PUT, through
  *   service.ts's `import()` of src/ingest/http/http-publish.ts; one with publish.http off never does.
+ * - no process loads typebox: the configuration is checked against the JSON schemas generated from it.
  * And, over every import (type-only and `import()` included), the subsystems keep their lanes:
  * the reader never imports ingest or ops, ingest never imports the reader or ops, ops never
  * imports ingest or the reader. They are wired by the composition root (service.ts) with plain
@@ -127,6 +128,15 @@ describe('the static import graph', () => {
     const service = readFileSync(src('src/service.ts'), 'utf8');
     expect(service).toMatch(/import\('\.\/ingest\/http\/http-publish\.js'\)/);
     expect(load(src('src/service.ts')).locals.map(rel)).not.toContain('src/ingest/http/http-publish.ts');
+  });
+
+  it("keeps typebox (the config schemas' source, ~15 MB of RSS) out of every process: the service reads the JSON schemas generated from it", () => {
+    const reached = reach([...entries, src('src/ingest/http/http-publish.ts'), src('src/ops/dashboard.ts'), src('src/cli/publish.ts')]);
+    expect([...reached.keys()].map(rel)).toEqual(expect.arrayContaining(['src/config/env.ts', 'src/config/file-config.ts']));
+    const offenders = [...reached].filter(([file]) => load(file).packages.includes('typebox')).map(([, path]) => path.map(rel).join(' -> '));
+    expect(offenders).toEqual([]);
+    // The schemas' source does load it (so the check is about something).
+    expect(load(src('src/config/schema/file.ts')).packages).toContain('typebox');
   });
 
   it('does load them where the roles run (so the check above is about something)', () => {

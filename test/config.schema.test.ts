@@ -1,6 +1,6 @@
 /**
- * schemas/config.schema.json is generated from the config file's schema (src/config/file-schema.ts)
- * and must be current; the operators' page's config file validates against it, and its table of
+ * schemas/config.schema.json and schemas/env.schema.json are generated from the schemas in
+ * src/config/schema/ and must be current (the service checks its configuration against them); the operators' page's config file validates against it, and its table of
  * environment variables names every variable of the environment's schema, with its default.
  * (That the page's file is the built-in defaults is checked in ops.docs.test.ts.)
  */
@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { EnvSchema } from '../src/config.js';
+import { EnvSchema } from '../src/config/schema/env.js';
 import { packageRoot } from '../src/paths.js';
-import { CONFIG_SCHEMA_FILE, configSchemaText } from './tools/config-schema.js';
+import { CONFIG_SCHEMA_FILE, configSchemaText, ENV_SCHEMA_FILE, envSchemaText } from './tools/config-schema.js';
 
 const committed = readFileSync(CONFIG_SCHEMA_FILE, 'utf8');
 /** An editor's validator: plain ajv, not knowing the errorMessage annotations. */
@@ -28,8 +28,12 @@ function pageExample(): unknown {
 }
 
 describe('schemas/config.schema.json', () => {
-  it('is what `npm run schema:config` writes from src/config/file-schema.ts', () => {
+  it('is what `npm run schema:config` writes from src/config/schema/file.ts', () => {
     expect(committed, 'stale: run `npm run schema:config`').toBe(configSchemaText());
+  });
+
+  it('has schemas/env.schema.json beside it, what `npm run schema:config` writes from src/config/schema/env.ts', () => {
+    expect(readFileSync(ENV_SCHEMA_FILE, 'utf8'), 'stale: run `npm run schema:config`').toBe(envSchemaText());
   });
 
   it('lets a file leave out any setting that has a default', () => {

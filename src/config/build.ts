@@ -9,7 +9,7 @@ import { ConfigError } from '../errors.js';
 import { sentinelOptions } from '../redis/sentinel-url.js';
 import { parseDuration } from '../duration.js';
 import type { Env, EnvConfig } from './env.js';
-import type { FileConfig } from './file-schema.js';
+import type { FileConfig } from './file-config.js';
 import { MAX_CONFLATE_MS, type Config, type Marketplace, type Plan } from './types.js';
 
 export interface BuildInput {

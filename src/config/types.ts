@@ -1,10 +1,10 @@
 /**
  * The configuration as the rest of the program gets it: names in camelCase, durations in
  * milliseconds, folders resolved, secrets looked up. Built by build.ts from the two schemas
- * (env.ts, file-schema.ts), which hold the names, defaults and checks.
+ * (schema/env.ts, schema/file.ts), which hold the names, defaults and checks.
  */
 import type { ConfigError } from '../errors.js';
-import type { FeedFamily, FileConfig, RequestLogMode } from './file-schema.js';
+import type { FeedFamily, FileConfig, RequestLogMode } from './file-config.js';
 
 export type { FeedFamily, RequestLogMode };
 export type FeedKind = keyof FileConfig['stale_after'];

@@ -4,8 +4,8 @@
  * depends on the store), merged field by field with the file.
  */
 import Type from 'typebox';
-import { SYNC_IO_MAX_BYTES } from '../sync-io.js';
-import { closed, duration, Rate, section } from './schema-parts.js';
+import { SYNC_IO_MAX_BYTES } from '../../sync-io.js';
+import { closed, duration, Rate, section } from './parts.js';
 
 export const RequestLogSchema = Type.Enum(['all', 'errors', 'off'], {
   default: 'all',

@@ -1,18 +1,16 @@
 /**
- * The YAML configuration file: its one schema gives the defaults (`default`, filled in by ajv),
- * the validation, the TypeScript type (`FileConfig`) and the wording of errors (`errorMessage`,
- * see schema-errors.ts). schemas/config.schema.json is generated from it for editors and users
- * (`npm run schema:config`; a test fails when the committed copy is stale).
+ * The YAML configuration file's one schema: the defaults (`default`, filled in by ajv), the
+ * validation, the TypeScript type (`FileConfig`) and the wording of errors (`errorMessage`, see
+ * ../schema-errors.ts). schemas/config.schema.json is generated from it (`npm run schema:config`;
+ * a test fails when the committed copy is stale): editors and users validate a file by it, and
+ * the service checks files against it (../file-config.ts), so no process loads typebox.
  *
  * Every part is optional. Lists and maps at the top level replace the default whole; the sections
  * (sections.ts) have a default of `{}` and defaults per field, so a file that names one field of
  * a section keeps the others.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
 import Type, { type Static } from 'typebox';
-import { ConfigError } from '../errors.js';
-import { ERROR_MESSAGE_KEYWORD, pathOf, problemOf } from './schema-errors.js';
-import { closed, duration, header, mapOf, Rate, slug } from './schema-parts.js';
+import { closed, duration, header, mapOf, Rate, slug } from './parts.js';
 import {
   ChangesSection,
   DeltasSection,
@@ -152,21 +150,4 @@ export function fileJsonSchema(): Record<string, unknown> {
   };
   const { title, description, ...rest } = optionalDefaults(FileSchema) as Record<string, unknown>;
   return { $schema: 'http://json-schema.org/draft-07/schema#', $id: 'https://oddsfiles.dev/schemas/config.schema.json', title, description, ...rest };
-}
-
-let validator: ValidateFunction | undefined;
-let validated: Record<string, unknown> | undefined;
-
-/**
- * Validates a parsed file (`{}` for none) and fills in the defaults, in place. Throws the
- * ConfigError of the first problem, naming the file and the path inside it.
- */
-export function parseFileConfig(value: Record<string, unknown>, file: string | undefined): FileConfig {
-  validated ??= fileJsonSchema();
-  validator ??= new Ajv({ useDefaults: true, keywords: [ERROR_MESSAGE_KEYWORD] }).compile(validated);
-  if (!validator(value)) {
-    const err = validator.errors![0]!;
-    throw new ConfigError(file, pathOf(err.instancePath), problemOf(err, validated));
-  }
-  return value as FileConfig;
 }

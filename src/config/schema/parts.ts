@@ -1,9 +1,9 @@
 /**
- * The building blocks of the configuration file's schema (file-schema.ts): durations, names and
+ * The building blocks of the configuration file's schema (file.ts): durations, names and
  * header names as the file writes them, closed objects, maps, rates and sections with defaults.
  */
 import Type, { type Static, type TSchema } from 'typebox';
-import { DURATION_PATTERN } from '../duration.js';
+import { DURATION_PATTERN } from '../../duration.js';
 
 export const duration = (options: { default?: string; description?: string } = {}) =>
   Type.String({ pattern: DURATION_PATTERN, errorMessage: { pattern: 'must be a duration such as 500ms, 30s, 1m, 1h' }, ...options });
