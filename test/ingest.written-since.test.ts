@@ -78,6 +78,23 @@ describe('a settled claim written again in place', () => {
     });
   }
 
+  it('is told from one left alone when bigger than the sync-I/O size (read again in chunks of 1 MiB): a change in the last chunk only', async () => {
+    const size = 3 * 1024 * 1024 + 12_345;
+    for (const held of [true, false]) {
+      const kept = await sameTick(await claim(`big-kept-${held}`, size));
+      let changed = await claim(`big-changed-${held}`, size);
+      const fh = await open(changed.path, 'r+');
+      await fh.write(Buffer.from('~changed~'), 0, 9, size - 100);
+      await fh.close();
+      changed = await sameTick(changed);
+      const [a, b] = await Promise.all([
+        writtenSince(kept.path, kept.seen, 256 * 1024, held ? kept.held : undefined),
+        writtenSince(changed.path, changed.seen, 256 * 1024, held ? changed.held : undefined),
+      ]);
+      expect([a, b], held ? 'compared with the bytes held' : 'by SHA-256').toEqual([false, true]);
+    }
+  });
+
   it('reads claims of growing sizes one after another into the shared buffer without mixing them up', async () => {
     const claims = [];
     for (const size of [10, 200_000, 50, 150_000, 250_000, 1]) claims.push(await claim(`c${size}`, size));

@@ -118,7 +118,7 @@ export async function claimDrop(inboxDir: string, name: string, claimId: string,
 
 // O_NOFOLLOW: a symlink dropped into the inbox is never followed out of it.
 // O_NONBLOCK: opening a FIFO does not wait for a writer.
-const CLAIM_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+export const CLAIM_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /** What readClaim read, with the size and times of the file (its fstat, taken before reading). */
 export interface ClaimRead {

@@ -9,12 +9,16 @@
  * of the read leaves them alike, so when the read came that close after the last write, the bytes
  * are read again and compared: with the bytes read, while the caller still holds them (a memcmp),
  * else by their SHA-256. (The claim's rename stamps its ctime, so a fresh drop is always that close.)
+ * A claim above `ingest.sync_io_max_bytes` is read again in chunks: a 50 MB drop costs 1 MiB more,
+ * not another 50 MB.
  */
+import { createHash } from 'node:crypto';
 import { lstatSync, type Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { sha256Hex } from '../../sha256.js';
 import { ifExists, isMissing } from '../../missing.js';
-import { readClaim, readClaimSyncInto, type ClaimRead } from './inbox.js';
+import { closeFd, openFd, readFd } from '../../sync-io.js';
+import { CLAIM_OPEN_FLAGS, readClaimSyncInto, type ClaimRead } from './inbox.js';
 
 /** What was read of a claim: its fstat before the read, and the SHA-256 of the bytes read. */
 export interface SeenClaim {
@@ -60,16 +64,43 @@ export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes
   if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
-    let again: Buffer | undefined;
-    if (seen.size <= syncIoMaxBytes) {
-      // Compared before anything else runs: the scratch buffer is shared.
-      if (scratch.length <= seen.size) scratch = Buffer.allocUnsafe(Math.max(seen.size + 1, Math.min(2 * scratch.length, syncIoMaxBytes + 1)));
-      again = readClaimSyncInto(path, seen.size, scratch);
-      if (!again) return false;
-    } else again = (await readClaim(path, seen.size, undefined, syncIoMaxBytes)).bytes;
-    return held?.length === seen.size ? !again.equals(held) : sha256Hex(again) !== seen.sha256;
+    const compareWith = held?.length === seen.size ? held : undefined;
+    if (seen.size > syncIoMaxBytes) return !(await sameInChunks(path, seen, compareWith));
+    // Compared before anything else runs: the scratch buffer is shared.
+    if (scratch.length <= seen.size) scratch = Buffer.allocUnsafe(Math.max(seen.size + 1, Math.min(2 * scratch.length, syncIoMaxBytes + 1)));
+    const again = readClaimSyncInto(path, seen.size, scratch);
+    if (!again) return false;
+    return compareWith ? !again.equals(compareWith) : sha256Hex(again) !== seen.sha256;
   } catch {
     // Gone, or no longer readable as a drop: let the next look decide.
     return false;
+  }
+}
+
+const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Whether the claim at `path` still holds what was seen, read in chunks of CHUNK_BYTES: compared
+ * with `held` (the bytes read), else hashed and compared with the SHA-256 seen. Throws when it is
+ * gone or not readable.
+ */
+async function sameInChunks(path: string, seen: SeenClaim, held: Buffer | undefined): Promise<boolean> {
+  const fd = await openFd(path, CLAIM_OPEN_FLAGS);
+  try {
+    const chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, seen.size + 1));
+    const hash = held ? undefined : createHash('sha256');
+    let at = 0;
+    for (;;) {
+      const n = (await readFd(fd, chunk, 0, chunk.length, at)).bytesRead;
+      if (n === 0) break;
+      if (at + n > seen.size) return false;
+      const part = chunk.subarray(0, n);
+      if (held && !part.equals(held.subarray(at, at + n))) return false;
+      hash?.update(part);
+      at += n;
+    }
+    return at === seen.size && (hash === undefined || hash.digest('hex') === seen.sha256);
+  } finally {
+    await closeFd(fd);
   }
 }
