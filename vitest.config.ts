@@ -11,41 +11,37 @@ import { defineConfig } from 'vitest/config';
  *
  * Every project ends the processes its tests start (test/setup/processes.ts) and the run fails if
  * any outlives it (test/setup/global-processes.ts).
+ *
+ * Tests live in folders by subsystem (test/reader/, test/ingest/, ...; docs/development.md). A
+ * folder's tests are unit tests unless listed in REDIS; test/e2e/ and test/faults/ are projects.
  */
-const E2E = [
-  'test/e2e.*.test.ts',
-  'test/cli.secrets.test.ts',
-  'test/edge.hostile.test.ts',
-  'test/marketplace.http.test.ts',
-  'test/ratelimit.redis.test.ts',
-  'test/tls.https.test.ts',
-];
+const E2E = ['test/e2e/**/*.test.ts'];
 const REDIS = [
-  'test/catalog.*.test.ts',
-  'test/cli.inbox-check.test.ts',
-  'test/ingest.inbox-marker.test.ts',
-  'test/ingest.history-records.test.ts',
-  'test/ingest.late-writes.test.ts',
-  'test/ingest.manifest-incremental.test.ts',
-  'test/ingest.publish.test.ts',
-  'test/ingest.watcher.test.ts',
-  'test/ingest.worker-claim.test.ts',
-  'test/keys.test.ts',
-  'test/openapi.document.test.ts',
-  'test/ops.dashboard.test.ts',
-  'test/ops.http.test.ts',
-  'test/ops.queue-counts.test.ts',
-  'test/ops.status.test.ts',
-  'test/ratelimit.lease.redis.test.ts',
-  'test/reader.carried.test.ts',
-  'test/reader.edge-responses.test.ts',
-  'test/reader.front-door.test.ts',
-  'test/reader.http.test.ts',
-  'test/reader.live.test.ts',
-  'test/redis.*.test.ts',
-  'test/store.s3.test.ts',
+  'test/catalog/*.test.ts',
+  'test/cli/inbox-check.test.ts',
+  'test/ingest/history-records.test.ts',
+  'test/ingest/inbox-marker.test.ts',
+  'test/ingest/late-writes.test.ts',
+  'test/ingest/manifest-incremental.test.ts',
+  'test/ingest/publish.test.ts',
+  'test/ingest/watcher.test.ts',
+  'test/ingest/worker-claim.test.ts',
+  'test/keys/keys.test.ts',
+  'test/ops/dashboard.test.ts',
+  'test/ops/http.test.ts',
+  'test/ops/queue-counts.test.ts',
+  'test/ops/status.test.ts',
+  'test/project/openapi.document.test.ts',
+  'test/reader/carried.test.ts',
+  'test/reader/edge-responses.test.ts',
+  'test/reader/front-door.test.ts',
+  'test/reader/http.test.ts',
+  'test/reader/lease.redis.test.ts',
+  'test/reader/live.test.ts',
+  'test/redis/*.test.ts',
+  'test/store/s3.test.ts',
 ];
-const FAULTS = ['test/faults.*.test.ts'];
+const FAULTS = ['test/faults/**/*.test.ts'];
 
 export default defineConfig({
   test: {

@@ -14,14 +14,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { baseEnv, ROOT, runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine } from './lib/cli.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { writeConfig } from './lib/oddsfiles-system.js';
-import { OddsfilesProcess } from './lib/oddsfiles-process.js';
-import { cpuMs, memOf, quiesce } from './lib/proc.js';
-import { summarizeProfile } from './lib/profile.js';
-import { publishReport, table } from './lib/report.js';
-import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/run.js';
+import { benchArgs, commandLine } from './lib/shared/cli.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { writeConfig } from './lib/shared/oddsfiles-system.js';
+import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
+import { cpuMs, memOf, quiesce } from './lib/shared/proc.js';
+import { summarizeProfile } from './lib/shared/profile.js';
+import { publishReport, table } from './lib/shared/report.js';
+import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
 import { selfSignedCert } from '../test/helpers/tls-cert.js';
 
 const args = benchArgs('Change feed by transport: reader CPU per event written and RSS per stream over HTTP/1.1, TLS and HTTP/2.', {
@@ -63,12 +63,12 @@ interface Result {
   readonly load: number;
 }
 
-/** A child process of bench/lib/tls-clients-child.mjs. */
+/** A child process of bench/lib/changes/tls-clients-child.mjs. */
 class Clients {
   private readonly child: ChildProcess;
   private answer: ((m: { ok: boolean; error?: string } & Record<string, number>) => void) | undefined;
   constructor() {
-    this.child = spawn(process.execPath, [join(ROOT, 'bench/lib/tls-clients-child.mjs')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.child = spawn(process.execPath, [join(ROOT, 'bench/lib/changes/tls-clients-child.mjs')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     this.child.on('message', (m) => this.answer?.(m as never));
     onCleanup(async () => void this.child.kill());
   }

@@ -11,7 +11,7 @@
  * 3. Fan-out: many streams on the one reader (clients split over child processes, every
  *    `--sample`-th timing its events), changes of one file at `--fan-rate`/s: latency, the
  *    reader's RSS, and /v1/data throughput of another file with and without the streams open;
- *    then the same streams on a bare node:http server of events (bare-fanout.ts), the floor of
+ *    then the same streams on a bare node:http server of events (lib/bare/fanout.ts), the floor of
  *    a Node server on this machine, for the CPU per event written and the RSS per stream.
  */
 import { rename, writeFile } from 'node:fs/promises';
@@ -19,23 +19,23 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine, envOf } from './lib/cli.js';
-import { Dropper } from './lib/dropper.js';
-import { docTemplate, version } from './lib/drops.js';
-import { loadTool } from './lib/load.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { builtEntry, OddsfilesSystem } from './lib/oddsfiles-system.js';
-import { Poller } from './lib/poller.js';
-import { cpuMsOf, memOf, quiesce } from './lib/proc.js';
-import { publishReport, table } from './lib/report.js';
-import { dropAndPoll, waitDrained } from './lib/rounds.js';
-import { log, runMain, tempDir } from './lib/run.js';
-import { fanOutPart } from './lib/changes-fanout.js';
-import type { Bench, SseEvent } from './lib/changes-bench.js';
-import { profileReport } from './lib/profile.js';
-import { fanOutReport, type FanOutResult } from './lib/fanout-report.js';
-import { ClientsChild, SseSocket } from './lib/sse-clients.js';
-import { fmtMs, median, nowMs, quantile } from './lib/stats.js';
+import { benchArgs, commandLine, envOf } from './lib/shared/cli.js';
+import { Dropper } from './lib/shared/dropper.js';
+import { docTemplate, version } from './lib/shared/drops.js';
+import { loadTool } from './lib/shared/load.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { builtEntry, OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
+import { Poller } from './lib/shared/poller.js';
+import { cpuMsOf, memOf, quiesce } from './lib/shared/proc.js';
+import { publishReport, table } from './lib/shared/report.js';
+import { dropAndPoll, waitDrained } from './lib/shared/rounds.js';
+import { log, runMain, tempDir } from './lib/shared/run.js';
+import { fanOutPart } from './lib/changes/fanout.js';
+import type { Bench, SseEvent } from './lib/changes/bench.js';
+import { profileReport } from './lib/shared/profile.js';
+import { fanOutReport, type FanOutResult } from './lib/changes/fanout-report.js';
+import { ClientsChild, SseSocket } from './lib/changes/sse-clients.js';
+import { fmtMs, median, nowMs, quantile } from './lib/shared/stats.js';
 
 const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
   drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },

@@ -16,22 +16,22 @@
  * With --put: from the start of a PUT /v1/data of the new version (a publisher key) to the first
  * GET that returns it, on the oddsfiles systems only.
  *
- * The parts: the systems (lib/freshness-targets.ts), the measured drops and the watcher stage
- * (lib/freshness-measure.ts), the stages of a drop (lib/freshness-stages.ts) and the report
- * (lib/freshness-report.ts); this file runs them in order.
+ * The parts: the systems (lib/freshness/targets.ts), the measured drops and the watcher stage
+ * (lib/freshness/measure.ts), the stages of a drop (lib/freshness/stages.ts) and the report
+ * (lib/freshness/report.ts); this file runs them in order.
  */
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
-import { benchArgs, commandLine, envOf } from './lib/cli.js';
-import { Dropper } from './lib/dropper.js';
-import { docTemplate } from './lib/drops.js';
-import { measureFreshness, measureWatchers, warmUp, type Condition, type FreshnessPlan } from './lib/freshness-measure.js';
-import { breakdownTable, freshnessReport, freshnessTable, slowestTable, watcherTable } from './lib/freshness-report.js';
-import { startTargets, subscribeAnnouncements, type TargetOptions } from './lib/freshness-targets.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { builtEntry } from './lib/oddsfiles-system.js';
-import { quiesce } from './lib/proc.js';
-import { publishReport } from './lib/report.js';
-import { log, runMain } from './lib/run.js';
+import { benchArgs, commandLine, envOf } from './lib/shared/cli.js';
+import { Dropper } from './lib/shared/dropper.js';
+import { docTemplate } from './lib/shared/drops.js';
+import { measureFreshness, measureWatchers, warmUp, type Condition, type FreshnessPlan } from './lib/freshness/measure.js';
+import { breakdownTable, freshnessReport, freshnessTable, slowestTable, watcherTable } from './lib/freshness/report.js';
+import { startTargets, subscribeAnnouncements, type TargetOptions } from './lib/freshness/targets.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { builtEntry } from './lib/shared/oddsfiles-system.js';
+import { quiesce } from './lib/shared/proc.js';
+import { publishReport } from './lib/shared/report.js';
+import { log, runMain } from './lib/shared/run.js';
 
 const args = benchArgs('Freshness: rename of a drop → first GET that returns it, against a bare pipeline of the same architecture.', {
   drops: { type: 'number', default: 40, quick: 2, description: 'measured drops per system and condition' },

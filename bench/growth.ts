@@ -14,17 +14,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS, type FixtureFeed } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
-import { BareSystem } from './lib/bare-system.js';
-import { benchArgs, commandLine } from './lib/cli.js';
-import { docTemplate, generatedRegistry, MANY_SPORTS, type DocTemplate } from './lib/drops.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
-import { Poller } from './lib/poller.js';
-import { quiesce } from './lib/proc.js';
-import { publishReport, table } from './lib/report.js';
-import { dropAndPoll, ingestRound, referenceRound } from './lib/rounds.js';
-import { log, runMain, tempDir } from './lib/run.js';
-import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/stats.js';
+import { BareSystem } from './lib/bare/system.js';
+import { benchArgs, commandLine } from './lib/shared/cli.js';
+import { docTemplate, generatedRegistry, MANY_SPORTS, type DocTemplate } from './lib/shared/drops.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
+import { Poller } from './lib/shared/poller.js';
+import { quiesce } from './lib/shared/proc.js';
+import { publishReport, table } from './lib/shared/report.js';
+import { dropAndPoll, ingestRound, referenceRound } from './lib/shared/rounds.js';
+import { log, runMain, tempDir } from './lib/shared/run.js';
+import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/shared/stats.js';
 
 const args = benchArgs('Growth: freshness and throughput by file size and by number of feeds.', {
   only: { type: 'string', choices: ['size', 'feeds'], description: 'measure one of the two curves (default: both)' },

@@ -20,14 +20,14 @@ import { createInterface } from 'node:readline';
 import { EXAMPLE_FEEDS, generateDocument, type FixtureFeed } from '../test/fixtures/corpus.js';
 import { spawnTracked } from '../test/helpers/processes.js';
 import { BIN, ROOT } from '../test/helpers/service.js';
-import { rawGet } from './lib/bare-node.js';
-import { benchArgs, commandLine } from './lib/cli.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
-import { cpuMs, memOf, quiesce } from './lib/proc.js';
-import { publishReport, table } from './lib/report.js';
-import { log, onCleanup, runMain, tempDir } from './lib/run.js';
-import { fmtMs, median, nowMs, quantile } from './lib/stats.js';
+import { rawGet } from './lib/bare/node.js';
+import { benchArgs, commandLine } from './lib/shared/cli.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
+import { cpuMs, memOf, quiesce } from './lib/shared/proc.js';
+import { publishReport, table } from './lib/shared/report.js';
+import { log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
+import { fmtMs, median, nowMs, quantile } from './lib/shared/stats.js';
 
 const args = benchArgs('Mirror: rename → file replaced in the mirror folder, bytes per update, and what 100 mirrors cost the reader against polling.', {
   drops: { type: 'number', default: 200, quick: 20, description: 'measured versions in the latency part' },
@@ -189,7 +189,7 @@ async function cost(sys: OddsfilesSystem) {
             const n = Math.floor(args.mirrors / args.procs) + (i < args.mirrors % args.procs ? 1 : 0);
             const c = spawnTracked(
               process.execPath,
-              [join(ROOT, 'bench/lib/mirror-clients-child.mjs'), JSON.stringify({ url: base, key: sys.key, n, mode, files: published })],
+              [join(ROOT, 'bench/lib/mirror/clients-child.mjs'), JSON.stringify({ url: base, key: sys.key, n, mode, files: published })],
               {
                 stdio: ['pipe', 'pipe', 'inherit'],
               },

@@ -16,18 +16,18 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../test/helpers/faults.js';
-import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode, type Site } from './lib/bare-node.js';
-import { benchArgs, commandLine } from './lib/cli.js';
-import { loadTool, runLoad } from './lib/load.js';
-import { machineInfo, machineLine, which } from './lib/machine.js';
-import { OddsfilesProcess } from './lib/oddsfiles-process.js';
-import { OddsfilesSystem, writeConfig } from './lib/oddsfiles-system.js';
-import { Poller, waitHealthy } from './lib/poller.js';
-import { cpuSplitMs, quiesce } from './lib/proc.js';
-import { publishReport, table } from './lib/report.js';
-import { publishExampleSet } from './lib/rounds.js';
-import { log, onCleanup, runMain, tempDir } from './lib/run.js';
-import { fmtInt, fmtX, median } from './lib/stats.js';
+import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode, type Site } from './lib/bare/node.js';
+import { benchArgs, commandLine } from './lib/shared/cli.js';
+import { loadTool, runLoad } from './lib/shared/load.js';
+import { machineInfo, machineLine, which } from './lib/shared/machine.js';
+import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
+import { OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/shared/poller.js';
+import { cpuSplitMs, quiesce } from './lib/shared/proc.js';
+import { publishReport, table } from './lib/shared/report.js';
+import { publishExampleSet } from './lib/shared/rounds.js';
+import { log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
+import { fmtInt, fmtX, median } from './lib/shared/stats.js';
 
 const args = benchArgs('Reader vs nginx: requests per second and CPU per request on the same bytes.', {
   rounds: { type: 'number', default: 3, quick: 1, description: 'measured rounds per scenario and server' },
@@ -240,7 +240,7 @@ function report(machine: ReturnType<typeof machineInfo>, measuredS: number, ngin
   ].join('\n');
 }
 
-/** A bare node:http server (bench/lib/bare-node.ts) as one of the servers measured. */
+/** A bare node:http server (bench/lib/bare/node.ts) as one of the servers measured. */
 function bareServer(bare: BareNode, scenarios: Server['scenarios']): Server {
   return { name: bare.name, base: bare.base, pids: () => [bare.pid], scenarios };
 }

@@ -8,7 +8,7 @@
  * `--perf-basic-prof`, `perf record -g` during the load): the kernel's side included, and no
  * over-counting of system calls; it prints the CPU per request split by component (each sample
  * charged to the innermost frame of its stack that names one) and perf's self time by symbol.
- * `--bare` profiles, the same way, the bare node:http server (bench/lib/bare-node.ts) sending the
+ * `--bare` profiles, the same way, the bare node:http server (bench/lib/bare/node.ts) sending the
  * reader's bytes and response headers: side by side, the two show what the reader adds.
  *
  * Load: wrk when installed, else autocannon in this process. `--perf` needs perf (`linux-perf`).
@@ -19,19 +19,19 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/faults.js';
-import { captureReplyHeaders, saveSite, startBareNode } from './lib/bare-node.js';
-import { benchArgs } from './lib/cli.js';
-import { loadTool, runLoad } from './lib/load.js';
-import { machineInfo, machineLine, which } from './lib/machine.js';
-import { OddsfilesProcess } from './lib/oddsfiles-process.js';
-import { OddsfilesSystem, writeConfig } from './lib/oddsfiles-system.js';
-import { Poller, waitHealthy } from './lib/poller.js';
-import { cpuSplitMs } from './lib/proc.js';
-import { summarizeProfile } from './lib/profile.js';
-import { table } from './lib/report.js';
-import { publishExampleSet } from './lib/rounds.js';
-import { log, onCleanup, runMain } from './lib/run.js';
-import { fmtInt } from './lib/stats.js';
+import { captureReplyHeaders, saveSite, startBareNode } from './lib/bare/node.js';
+import { benchArgs } from './lib/shared/cli.js';
+import { loadTool, runLoad } from './lib/shared/load.js';
+import { machineInfo, machineLine, which } from './lib/shared/machine.js';
+import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
+import { OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/shared/poller.js';
+import { cpuSplitMs } from './lib/shared/proc.js';
+import { summarizeProfile } from './lib/shared/profile.js';
+import { table } from './lib/shared/report.js';
+import { publishExampleSet } from './lib/shared/rounds.js';
+import { log, onCleanup, runMain } from './lib/shared/run.js';
+import { fmtInt } from './lib/shared/stats.js';
 
 const args = benchArgs("Where a reader's CPU goes per request: a V8 (or perf) profile of one reader under load.", {
   duration: { type: 'number', default: 8, quick: 2, description: 'seconds of profiled load' },

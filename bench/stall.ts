@@ -8,28 +8,28 @@
  * reader's RSS. Then the size of a one-version-behind patch against the gzip whole file (200 KB),
  * and the reader's CPU per answer of that patch against its 304.
  *
- * The parts: what is measured during a pattern (lib/stall-meter.ts), the patterns
- * (lib/stall-patterns.ts), the patch's size and CPU (lib/stall-cost.ts), the report
- * (lib/stall-report.ts); this file starts the system and runs them in order.
+ * The parts: what is measured during a pattern (lib/stall/meter.ts), the patterns
+ * (lib/stall/patterns.ts), the patch's size and CPU (lib/stall/cost.ts), the report
+ * (lib/stall/report.ts); this file starts the system and runs them in order.
  */
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine } from './lib/cli.js';
-import { docTemplate } from './lib/drops.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { OddsfilesSystem } from './lib/oddsfiles-system.js';
-import { memOf } from './lib/proc.js';
-import { publishReport } from './lib/report.js';
-import { log, runMain, tempDir } from './lib/run.js';
-import { inboxOf, keepAliveGet } from './lib/stall-client.js';
-import { patchCost } from './lib/stall-cost.js';
-import type { Floor } from './lib/stall-floor.js';
-import { MB, memLine, startMeter, type Meter } from './lib/stall-meter.js';
-import { bigVersion, deltaClients, deltaFloor, dropStorm, stalledUploads } from './lib/stall-patterns.js';
-import { logReaderProfile, stallReport } from './lib/stall-report.js';
-import { feedOf, versionsOf } from './lib/stall-versions.js';
+import { benchArgs, commandLine } from './lib/shared/cli.js';
+import { docTemplate } from './lib/shared/drops.js';
+import { machineInfo, machineLine } from './lib/shared/machine.js';
+import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
+import { memOf } from './lib/shared/proc.js';
+import { publishReport } from './lib/shared/report.js';
+import { log, runMain, tempDir } from './lib/shared/run.js';
+import { inboxOf, keepAliveGet } from './lib/stall/client.js';
+import { patchCost } from './lib/stall/cost.js';
+import type { Floor } from './lib/stall/floor.js';
+import { MB, memLine, startMeter, type Meter } from './lib/stall/meter.js';
+import { bigVersion, deltaClients, deltaFloor, dropStorm, stalledUploads } from './lib/stall/patterns.js';
+import { logReaderProfile, stallReport } from './lib/stall/report.js';
+import { feedOf, versionsOf } from './lib/stall/versions.js';
 
 const args = benchArgs('A reader never stalls: event-loop delay, a steady client and RSS under hostile patterns.', {
   seconds: { type: 'number', default: 20, quick: 6, description: 'length of each pattern, s' },
@@ -54,7 +54,7 @@ function startSystem(probeDir: string): Promise<OddsfilesSystem> {
   return OddsfilesSystem.start({
     label: 'stall',
     shape: 'pair',
-    nodeArgs: ['--import', resolve('bench/lib/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
+    nodeArgs: ['--import', resolve('bench/lib/stall/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
     // As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation.
     env: {
       LOOP_PROBE_DIR: probeDir,

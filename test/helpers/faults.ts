@@ -1,5 +1,5 @@
 /**
- * Helpers for the fault-injection tests (test/faults.*.test.ts): a private redis-server that can
+ * Helpers for the fault-injection tests (test/faults/): a private redis-server that can
  * be paused, stopped and started again; a book of every version dropped; a stream of drops at a
  * steady rate; an HTTP poller that checks every body it is served against the book (torn bodies,
  * regressions of generated_at, 404s after a name was served); the memory of a process.

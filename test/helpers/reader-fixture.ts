@@ -31,7 +31,7 @@ import { dropPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
  * Pressure limits for a reader running inside a test worker: no event-loop delay check. That
  * loop is the test's too (its requests, its assertions) and on a busy machine its delay says
  * nothing about the reader, whose 503s would fail tests that are not about overload. The heap
- * check stays. Tests of the overload answer set their own limits (edge.hostile.test.ts).
+ * check stays. Tests of the overload answer set their own limits (test/e2e/reader/edge.hostile.test.ts).
  */
 export const IN_TEST_PRESSURE: PressureLimits = { maxEventLoopDelayMs: 0 };
 

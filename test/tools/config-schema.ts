@@ -1,7 +1,7 @@
 /**
  * Writes schemas/config.schema.json (for editors, operators and the service) and
  * schemas/env.schema.json (for the service) from the schemas in src/config/schema/:
- * `npm run schema:config`. test/config.schema.test.ts fails when a committed file is not what
+ * `npm run schema:config`. test/config/schema.test.ts fails when a committed file is not what
  * this writes.
  */
 import { writeFileSync } from 'node:fs';
