@@ -5,7 +5,7 @@
  * (bookmaker, sport, generated_at) lie. Memory: a stack of at most maxDepth frames, plus a few
  * small strings when something is wrong; nothing in proportion to the document.
  *
- * Agreement with the JSON.parse + ajv path, which test/feeds.differential.test.ts checks:
+ * Agreement with the JSON.parse + ajv path, which test/feeds/differential.test.ts checks:
  * - not JSON → `invalid_json`, wherever it is;
  * - the top level not an object → `not_an_object`;
  * - the schema fault reported is the one ajv reports first (allErrors: false): a value's type

@@ -11,7 +11,7 @@
  * than now plus the allowed skew. A missing `generated_at` is stamped with the time of receipt.
  *
  * The document is read one of two ways, with the same outcome, reason and detail
- * (test/feeds.differential.test.ts): JSON.parse + ajv for drops under `onePassMinBytes` (64 KiB:
+ * (test/feeds/differential.test.ts): JSON.parse + ajv for drops under `onePassMinBytes` (64 KiB:
  * under it the two cost about the same), and one pass over the bytes for larger ones, which is
  * faster and never builds the document (JSON.parse + ajv peak at several times a
  * drop's size in memory, and leave it all to the garbage collector). The

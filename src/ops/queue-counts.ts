@@ -5,7 +5,7 @@
  *
  * The layout read here is BullMQ 5's: `<prefix>:<queue>:wait|paused|active` are lists, every other
  * state a sorted set; workers name their connections `<prefix>:<base64 queue>` or
- * `<prefix>:<base64 queue>:w:<name>`. test/ops.queue-counts.test.ts checks both answers against
+ * `<prefix>:<base64 queue>:w:<name>`. test/ops/queue-counts.test.ts checks both answers against
  * BullMQ's own for every state, so a BullMQ upgrade that moves them fails there.
  */
 import type { Redis } from 'ioredis';

@@ -1,6 +1,6 @@
 /**
  * The published store: immutable version objects plus the catalog manifest. Backends: the local
- * filesystem (file://) and S3 (s3://). Both pass test/store.contract.ts.
+ * filesystem (file://) and S3 (s3://). Both pass test/store/contract.ts.
  *
  * Semantics every backend keeps:
  * - put() is atomic: a concurrent get() sees the old bytes or the new ones, never a mix or a
