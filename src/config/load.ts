@@ -4,9 +4,8 @@
  * once and passed down explicitly; nothing else in the project reads process.env.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
-import type * as Yaml from 'yaml';
+import { parseDocument } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { buildConfig } from './build.js';
 import { parseEnv, type Env } from './env.js';
@@ -62,7 +61,7 @@ function readConfigFile(path: string): Record<string, unknown> {
   } catch (err) {
     throw new ConfigError(path, '', `cannot read: ${(err as Error).message}`);
   }
-  const doc = loadYaml().parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const line = e.linePos?.[0];
@@ -76,11 +75,6 @@ function readConfigFile(path: string): Record<string, unknown> {
     throw new ConfigError(path, '', 'must be a mapping (key: value) at the top level');
   }
   return value as Record<string, unknown>;
-}
-
-/** The YAML parser (about 10 MB of RSS) is loaded only by a process that has a file to read. */
-function loadYaml(): typeof Yaml {
-  return createRequire(import.meta.url)('yaml') as typeof Yaml;
 }
 
 function deepFreeze<T>(value: T): T {
