@@ -4,7 +4,7 @@
  * uses, tried again after a failed start, never started by a close, closed when it was started.
  */
 import { describe, expect, it } from 'vitest';
-import { lazyPublisher, type ClosablePublisher } from '../src/ports/lazy-publisher.js';
+import { lazyPublisher, type ClosablePublisher } from '../../src/ports/lazy-publisher.js';
 
 function fakePublisher(log: string[]): ClosablePublisher {
   return {
