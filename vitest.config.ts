@@ -38,6 +38,7 @@ const REDIS = [
   'test/reader/http.test.ts',
   'test/reader/lease.redis.test.ts',
   'test/reader/live.test.ts',
+  'test/reader/publish-unavailable.test.ts',
   'test/redis/*.test.ts',
   'test/store/s3.test.ts',
 ];

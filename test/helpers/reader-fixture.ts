@@ -18,6 +18,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { buildRegistry, parseFilename, type FeedRegistry } from '../../src/feeds/registry.js';
 import { createKeyStore, type KeyStore } from '../../src/keys/store.js';
 import { createLogger, type Logger } from '../../src/log.js';
+import type { PublishPort } from '../../src/ports/publish.js';
 import { buildReaderApp, type PressureLimits } from '../../src/reader/app.js';
 import type { RateLimitCheck } from '../../src/reader/limits/rate-limit.js';
 import { createReaderState, type ReaderState } from '../../src/reader/state.js';
@@ -69,6 +70,8 @@ export interface ReaderFixture {
     carried?: boolean;
     /** Overrides of the reader's settings (config.reader) for this instance. */
     reader?: Partial<Config['reader']>;
+    /** With it, PUT /v1/data/{filename} publishes through it. */
+    publisher?: PublishPort;
   }): Promise<ReaderInstance>;
   cleanup(): Promise<void>;
 }
@@ -157,6 +160,7 @@ export async function createReaderFixture(label: string, overrides: { refreshMs?
         rateLimit: options.rateLimit,
         register: options.register,
         pressure: IN_TEST_PRESSURE,
+        publish: options.publisher ? { port: options.publisher, registry } : undefined,
       });
       const instance: ReaderInstance = {
         app,

@@ -130,8 +130,17 @@ export function createPublishHandler(deps: PublishRouteDeps) {
       }
       const receivedAt = new Date();
       const query = request.query as Record<string, string | undefined>;
+      const unavailable = (err: unknown, what: string, detail: string) => {
+        request.log.warn({ err: { message: (err as Error).message }, filename: name }, what);
+        return send(problemReply(new HttpProblem('unavailable', detail, { 'retry-after': '5' }), who, rated), 'failed');
+      };
       if (query.dry_run === '1' || query.dry_run === 'true') {
-        const checked = await port.check(name, body, receivedAt);
+        let checked: DryRunOutcome;
+        try {
+          checked = await port.check(name, body, receivedAt);
+        } catch (err) {
+          return unavailable(err, 'a dry run could not be checked', 'The document could not be checked (Redis unavailable); retry in a moment.');
+        }
         return send(dryRunReply(name, checked, who, rated), 'dry_run');
       }
       let outcome: PublishOutcome;
@@ -139,11 +148,7 @@ export function createPublishHandler(deps: PublishRouteDeps) {
         // Queued only while the key is still valid: revoked while the body arrived, nothing is published.
         outcome = await port.submit(name, body, receivedAt, () => v1.revokedSince(who) === undefined);
       } catch (err) {
-        request.log.warn({ err: { message: (err as Error).message }, filename: name }, 'a PUT could not be published');
-        const p = new HttpProblem('unavailable', 'The document could not be queued or settled (store or Redis unavailable); retry in a moment.', {
-          'retry-after': '5',
-        });
-        return send(problemReply(p, who, rated), 'failed');
+        return unavailable(err, 'a PUT could not be published', 'The document could not be queued or settled (store or Redis unavailable); retry in a moment.');
       }
       if (outcome.outcome === 'withdrawn') {
         const p = revokedProblem('The API key in the X-API-Key header was revoked while the upload arrived; nothing was published.');
