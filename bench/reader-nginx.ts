@@ -21,7 +21,7 @@ import { benchArgs, commandLine } from './lib/shared/cli.js';
 import { loadTool, runLoad } from './lib/shared/load.js';
 import { machineInfo, machineLine, which } from './lib/shared/machine.js';
 import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
-import { OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
+import { builtEntry, OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
 import { Poller, waitHealthy } from './lib/shared/poller.js';
 import { cpuSplitMs, quiesce } from './lib/shared/proc.js';
 import { publishReport, table } from './lib/shared/report.js';
@@ -34,7 +34,10 @@ const args = benchArgs('Reader vs nginx: requests per second and CPU per request
   duration: { type: 'number', default: 4, quick: 1, description: 'seconds of load per round' },
   connections: { type: 'number', default: 32, quick: 8, description: 'keep-alive connections of the load' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
-  baseline: { type: 'string', description: "another build's dist/bin/oddsfiles.js, run as one more reader on the same data (a before/after in one run)" },
+  baseline: {
+    type: 'string',
+    description: 'another checkout, built (or its dist/bin/oddsfiles.js), run as one more reader on the same data (a before/after in one run)',
+  },
 });
 const ROUNDS = args.rounds;
 const DURATION = args.duration;
@@ -133,7 +136,8 @@ async function startReaderVariants(sys: OddsfilesSystem, big: { sha256: string }
     ['reader, `request_log: errors` (no log line for a 200)', { ODDSFILES_CONFIG: errorsOnly }, undefined],
     ['reader, `request_log: errors`, plan without rate (no limit to count)', { ODDSFILES_CONFIG: errorsOnlyNoRate }, undefined],
   ];
-  if (args.baseline) variantSpecs.unshift([`reader, baseline build (${args.baseline})`, {}, args.baseline]);
+  if (args.baseline)
+    variantSpecs.unshift([`reader, baseline build (${args.baseline})`, {}, args.baseline.endsWith('.js') ? args.baseline : builtEntry(args.baseline)]);
   for (const [name, env, bin] of variantSpecs) {
     // A port of its own, known in advance.
     const port = await freePort();

@@ -37,7 +37,7 @@ export interface ReaderDeps extends ReaderStateDeps {
   readonly metrics?: ReaderMetrics;
   /** Counters of the change endpoints: open streams, events written, slow clients dropped, long-polls. */
   readonly changeCounters?: ChangeCounters;
-  /** Take PUT /v1/data/{filename} through this port (publish-port.ts); without it, reads only. */
+  /** Take PUT /v1/data/{filename} through this port (src/ports/publish.ts); without it, reads only. */
   readonly publisher?: PublishPort | undefined;
   /** When the process counts as overloaded (defaults in edge-limits.ts). */
   readonly pressure?: PressureLimits | undefined;

@@ -37,12 +37,3 @@ export interface Bench {
   latencies(t0: [number, number][], keep?: boolean): Promise<{ ms: number[]; missing: number; behind: number }>;
   pids(): number[];
 }
-
-/** A stretch of the run (µs on the monotonic clock V8's profiles use), to cut a profile by. */
-export interface Span {
-  readonly label: string;
-  readonly fromUs: number;
-  readonly toUs: number;
-}
-
-export const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);

@@ -6,7 +6,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BareFanout } from '../bare/fanout.js';
-import { monoUs, type Bench, type Span } from './bench.js';
+import { monoUs, type Span } from '../shared/profile.js';
+import type { Bench } from './bench.js';
 import type { FanOutResult } from './fanout-report.js';
 import { runLoad } from '../shared/load.js';
 import { quiesce } from '../shared/proc.js';

@@ -2,9 +2,17 @@
 import { readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Span } from '../changes/bench.js';
 import { table } from './report.js';
 import { fmtInt } from './stats.js';
+
+/** A stretch of the run (µs on the monotonic clock V8's profiles use), to cut a profile by. */
+export interface Span {
+  readonly label: string;
+  readonly fromUs: number;
+  readonly toUs: number;
+}
+
+export const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 interface ProfileNode {
   id: number;

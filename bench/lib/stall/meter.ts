@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Span } from '../changes/bench.js';
+import type { Span } from '../shared/profile.js';
 import { memOf } from '../shared/proc.js';
 import { log } from '../shared/run.js';
 import type { Get } from './client.js';

@@ -5,7 +5,7 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Span } from '../changes/bench.js';
+import type { Span } from '../shared/profile.js';
 import { machineLine, type MachineInfo } from '../shared/machine.js';
 import { summarizeProfile } from '../shared/profile.js';
 import { table } from '../shared/report.js';
