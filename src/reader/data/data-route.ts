@@ -56,13 +56,16 @@ function versionHeaders(version: Version, variant: Variant): string[] {
   return ['etag', variant.etag, 'last-modified', version.lastModified, GENERATED_AT, version.entry.generatedAt, 'cache-control', CACHE_CONTROL, 'vary', VARY];
 }
 
-/** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */
-export function dataAnswer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Answer {
+/** Whether the request's validators match `variant` of `version` (a 304). */
+export function isNotModified(version: Version, variant: Variant, headers: IncomingHttpHeaders): boolean {
   const inm = headers['if-none-match'];
   const ims = headers['if-modified-since'];
-  if (inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs)) {
-    return { status: 304, headers: versionHeaders(version, variant) };
-  }
+  return inm !== undefined ? etagMatches(inm, variant.etag) : ims !== undefined && notModifiedSince(ims, version.lastModifiedMs);
+}
+
+/** The answer to a GET of `variant` of `version`: 304 when the request's validators match. */
+export function dataAnswer(version: Version, variant: Variant, headers: IncomingHttpHeaders): Answer {
+  if (isNotModified(version, variant, headers)) return { status: 304, headers: versionHeaders(version, variant) };
   const out = versionHeaders(version, variant);
   out.push('content-type', 'application/json');
   if (variant.coding !== 'identity') out.push('content-encoding', variant.coding);

@@ -27,8 +27,8 @@ import type { Store } from '../../store/store.js';
 import { withTimeout } from '../../timeout.js';
 import type { Answer } from '../data/answer.js';
 import type { PublishedCache } from '../data/cache.js';
-import { CACHE_CONTROL, dataAnswer, GENERATED_AT } from '../data/data-route.js';
-import { parseAcceptEncoding } from '../data/encoding.js';
+import { CACHE_CONTROL, dataAnswer, GENERATED_AT, isNotModified } from '../data/data-route.js';
+import { createCodingNegotiator } from '../data/encoding.js';
 import { createVersionBytes } from '../data/version-bytes.js';
 import type { Variant, Version } from '../data/version.js';
 import type { Patches } from './build.js';
@@ -52,6 +52,7 @@ const SURELY_SMALLER = 64;
 
 export type { Im } from './patches.js';
 const MEDIA: Record<Im, string> = { 'json-patch': 'application/json-patch+json', 'merge-patch': 'application/merge-patch+json' };
+const CODINGS = ['identity', 'gzip', 'br'] as const;
 
 export interface Deltas {
   /**
@@ -120,7 +121,7 @@ export function createDeltas(deps: DeltaDeps): Deltas {
   const imsOf = createAImParser();
 
   /** The patches of `ims` from `base` (32 hex digits) to `version`; undefined: none to offer now. */
-  const patchesFrom = async (version: Version, base: string, ims: readonly Im[]): Promise<{ patches: Patches; baseSha: string } | undefined> => {
+  const patchesFrom = async (version: Version, base: string, ims: readonly Im[]): Promise<Patches | undefined> => {
     const name = version.entry.filename;
     const held = prebuild.heldBase(version, base, ims);
     let baseSha = held?.entry.sha256;
@@ -129,12 +130,13 @@ export function createDeltas(deps: DeltaDeps): Deltas {
       const asked = shasOf(version);
       const list = arrived.get(asked) ?? (await withTimeout(asked, maxWaitMs, 'reading recent versions'));
       const at = list.indexOf(version.entry.sha256);
-      baseSha = list.slice(1).find((s) => s.startsWith(base));
+      for (let i = 1; i < list.length && baseSha === undefined; i++) if (list[i]!.startsWith(base)) baseSha = list[i];
       if (baseSha !== undefined && at >= 0 && list[at + 1] === baseSha) prebuild.askedOneBehind(name, ims);
     }
     if (baseSha === undefined) return undefined;
-    const patches = await within(facts.pair(version, baseSha, ims, held), maxWaitMs);
-    return patches === undefined ? undefined : { patches, baseSha };
+    const pair = facts.pair(version, baseSha, ims, held);
+    // Kept (the common case): no timer and no promise of its own.
+    return pair instanceof Promise ? within(pair, maxWaitMs) : pair;
   };
 
   /** `a` with the digest, when it is known or becomes known within the wait. */
@@ -150,6 +152,14 @@ export function createDeltas(deps: DeltaDeps): Deltas {
     return a;
   };
 
+  /** The usual answer (200 or 304), with the digest when the file may have deltas. */
+  const whole = async (version: Version, variantOf: () => Variant | Promise<Variant>, headers: IncomingHttpHeaders, small: boolean, made?: Variant) => {
+    const plain = dataAnswer(version, made ?? (await variantOf()), headers);
+    return plain.status === 200 && small ? withDigest(plain, version) : plain;
+  };
+
+  const accepted = createCodingNegotiator();
+
   return {
     close: deps.close ?? (() => Promise.resolve()),
     prebuildStats: () => prebuild.stats(),
@@ -158,38 +168,43 @@ export function createDeltas(deps: DeltaDeps): Deltas {
       const ims = imsOf(typeof aim === 'string' ? aim : undefined);
       const small = version.identity.body.length <= maxBytes;
       const inm = headers['if-none-match'];
-      const base = small && ims.size > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256.slice(0, 32)) : undefined;
-      const whole = async (made?: Variant) => {
-        const plain = dataAnswer(version, made ?? (await variantOf()), headers);
-        return plain.status === 200 && small ? withDigest(plain, version) : plain;
-      };
+      const base = small && ims.length > 0 && inm !== undefined ? baseOf(inm, version.entry.sha256) : undefined;
       // Validators are the same in every coding: the identity bytes decide 200 or 304.
-      if (base === undefined || dataAnswer(version, version.identity, headers).status !== 200) return whole();
+      if (base === undefined || isNotModified(version, version.identity, headers)) return whole(version, variantOf, headers, small);
       let found: Awaited<ReturnType<typeof patchesFrom>>;
       try {
-        found = await patchesFrom(version, base, [...ims]);
+        found = await patchesFrom(version, base, ims);
       } catch (err) {
         log.warn({ err: { message: (err as Error).message }, filename: version.entry.filename }, 'cannot make a delta; answering with the whole file');
-        return whole();
+        return whole(version, variantOf, headers, small);
       }
       const digest = facts.digestNow(version);
-      if (found === undefined || typeof digest !== 'string') return whole();
-      const accept = parseAcceptEncoding(headers['accept-encoding']);
-      let best: { im: Im; coding: 'identity' | 'gzip' | 'br'; body: Buffer } | undefined;
-      for (const im of ims) {
-        const enc = found.patches[im];
+      if (found === undefined || typeof digest !== 'string') return whole(version, variantOf, headers, small);
+      const accept = accepted(headers['accept-encoding']);
+      // The smallest patch of an IM the client takes, in a coding it takes.
+      let bestIm: Im | undefined;
+      let bestCoding: (typeof CODINGS)[number] = 'identity';
+      let bestBody: Buffer | undefined;
+      for (let i = 0; i < ims.length; i++) {
+        const im = ims[i]!;
+        const enc = found[im];
         if (enc === undefined) continue;
-        for (const coding of ['identity', 'gzip', 'br'] as const) {
+        for (let j = 0; j < CODINGS.length; j++) {
+          const coding = CODINGS[j]!;
           const body = enc[coding];
           if (coding !== 'identity' && !accept[coding]) continue;
-          if (best === undefined || body.length < best.body.length) best = { im, coding, body };
+          if (bestBody === undefined || body.length < bestBody.length) {
+            bestIm = im;
+            bestCoding = coding;
+            bestBody = body;
+          }
         }
       }
-      if (best === undefined) return whole();
+      if (bestIm === undefined || bestBody === undefined) return whole(version, variantOf, headers, small);
       // A patch under 1/SURELY_SMALLER of the file is sent without compressing the whole file to compare.
-      if (best.body.length * SURELY_SMALLER > version.identity.body.length) {
+      if (bestBody.length * SURELY_SMALLER > version.identity.body.length) {
         const variant = await variantOf();
-        if (best.body.length >= variant.body.length) return whole(variant);
+        if (bestBody.length >= variant.body.length) return whole(version, variantOf, headers, small, variant);
       }
       const out = [
         'etag',
@@ -203,15 +218,16 @@ export function createDeltas(deps: DeltaDeps): Deltas {
         'vary',
         DELTA_VARY,
         'im',
-        best.im,
+        bestIm,
         'delta-base',
         `"${base}"`,
         'content-type',
-        MEDIA[best.im],
+        MEDIA[bestIm],
+        CANONICAL_DIGEST,
+        digest,
       ];
-      if (best.coding !== 'identity') out.push('content-encoding', best.coding);
-      out.push(CANONICAL_DIGEST, digest);
-      return { status: 226, headers: out, body: best.body };
+      if (bestCoding !== 'identity') out.push('content-encoding', bestCoding);
+      return { status: 226, headers: out, body: bestBody };
     },
   };
 }

@@ -147,7 +147,21 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
     },
     pair(version, baseSha, ims, base) {
       const name = version.entry.filename;
-      const keyOf = (im: Im) => `${name}/${baseSha}/${version.entry.sha256}/${im}`;
+      const prefix = `${name}/${baseSha}/${version.entry.sha256}/`;
+      // What is kept answers most requests: then no key is made twice and nothing else allocated.
+      let kept1: Patches | undefined;
+      for (let i = 0; i < ims.length; i++) {
+        const im = ims[i]!;
+        const k = kept.get(prefix + im);
+        if (k === undefined) {
+          kept1 = undefined;
+          break;
+        }
+        kept1 ??= {};
+        if (k !== NONE) kept1[im] = k;
+      }
+      if (kept1 !== undefined) return kept1;
+      const keyOf = (im: Im) => prefix + im;
       const out: Patches = {};
       const missing: Im[] = [];
       for (const im of ims) {

@@ -18,22 +18,36 @@ export function parseAIm(header: string | undefined): Set<Im> {
   return out;
 }
 
-/** The 32 hex digits of the first ETag in If-None-Match that is not the current version's (any coding's form). */
-export function baseOf(ifNoneMatch: string, current: string): string | undefined {
+/** One ETag of If-None-Match, in any coding's form, blanks around it allowed. */
+const ETAG = /^\s*(?:W\/)?"([0-9a-f]{32})(?:-gz|-br)?"\s*$/;
+
+/**
+ * The 32 hex digits of the first ETag in If-None-Match that is not the current version's (any
+ * coding's form); `currentSha256` is the current version's whole SHA-256. A single ETag, what
+ * clients send, is read without splitting the header.
+ */
+export function baseOf(ifNoneMatch: string, currentSha256: string): string | undefined {
+  if (!ifNoneMatch.includes(',')) {
+    const m = ETAG.exec(ifNoneMatch);
+    return m && !currentSha256.startsWith(m[1]!) ? m[1] : undefined;
+  }
   for (const raw of ifNoneMatch.split(',', 16)) {
-    const m = /^(?:W\/)?"([0-9a-f]{32})(?:-gz|-br)?"$/.exec(raw.trim());
-    if (m && m[1] !== current) return m[1];
+    const m = ETAG.exec(raw);
+    if (m && !currentSha256.startsWith(m[1]!)) return m[1];
   }
   return undefined;
 }
 
-/** parseAIm that keeps the parse of the last header: clients send the same A-IM on every request. */
-export function createAImParser(): (header: string | undefined) => ReadonlySet<Im> {
+/**
+ * parseAIm as a list, keeping the parse of the last header: clients send the same A-IM on every
+ * request, and a delta answer allocates nothing for it.
+ */
+export function createAImParser(): (header: string | undefined) => readonly Im[] {
   let lastHeader: string | undefined;
-  let last: ReadonlySet<Im> = parseAIm(undefined);
+  let last: readonly Im[] = Object.freeze([...parseAIm(undefined)]);
   return (header) => {
     if (header !== lastHeader) {
-      last = parseAIm(header);
+      last = Object.freeze([...parseAIm(header)]);
       lastHeader = header;
     }
     return last;

@@ -14,15 +14,21 @@ describe('delta request headers', () => {
     expect([...imsOf('json-patch')]).toEqual(['json-patch']);
     expect([...imsOf('json-patch')]).toEqual(['json-patch']);
     expect([...imsOf('merge-patch')]).toEqual(['merge-patch']);
-    expect(imsOf(undefined).size).toBe(0);
+    expect(imsOf(undefined)).toEqual([]);
+    expect(imsOf('merge-patch, json-patch')).toBe(imsOf('merge-patch, json-patch'));
     expect([...imsOf('json-patch')]).toEqual(['json-patch']);
   });
 
   it('If-None-Match: the first ETag that is not the current version, in any coding', () => {
     const a = 'a'.repeat(32);
     const b = 'b'.repeat(32);
-    expect(baseOf(`"${a}", W/"${b}-gz"`, a)).toBe(b);
-    expect(baseOf(`"${a}"`, a)).toBeUndefined();
-    expect(baseOf('*', a)).toBeUndefined();
+    const current = a + 'c'.repeat(32);
+    expect(baseOf(`"${a}", W/"${b}-gz"`, current)).toBe(b);
+    expect(baseOf(`"${a}"`, current)).toBeUndefined();
+    expect(baseOf(` W/"${b}-br" `, current)).toBe(b);
+    expect(baseOf(`"${b}"`, current)).toBe(b);
+    expect(baseOf(`"${b}-zz"`, current)).toBeUndefined();
+    expect(baseOf(`"${b.slice(1)}"`, current)).toBeUndefined();
+    expect(baseOf('*', current)).toBeUndefined();
   });
 });
