@@ -14,14 +14,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { baseEnv, ROOT, runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { writeConfig } from './lib/shared/oddsfiles-system.js';
-import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
-import { cpuMs, memOf, quiesce } from './lib/shared/proc.js';
-import { summarizeProfile } from './lib/shared/profile.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { writeConfig } from './lib/common/oddsfiles-system.js';
+import { OddsfilesProcess } from './lib/common/oddsfiles-process.js';
+import { cpuMs, memOf, quiesce } from './lib/common/proc.js';
+import { summarizeProfile } from './lib/common/profile.js';
+import { publishReport, table } from './lib/common/report.js';
+import { benchPrefix, log, onCleanup, runMain, tempDir } from './lib/common/run.js';
 import { selfSignedCert } from '../test/helpers/tls-cert.js';
 
 const args = benchArgs('Change feed by transport: reader CPU per event written and RSS per stream over HTTP/1.1, TLS and HTTP/2.', {

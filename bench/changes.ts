@@ -19,23 +19,23 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { runCli } from '../test/helpers/service.js';
-import { benchArgs, commandLine, envOf } from './lib/shared/cli.js';
-import { Dropper } from './lib/shared/dropper.js';
-import { docTemplate, version } from './lib/shared/drops.js';
-import { loadTool } from './lib/shared/load.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { builtEntry, OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { Poller } from './lib/shared/poller.js';
-import { cpuMsOf, memOf, quiesce } from './lib/shared/proc.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { dropAndPoll, waitDrained } from './lib/shared/rounds.js';
-import { log, runMain, tempDir } from './lib/shared/run.js';
+import { benchArgs, commandLine, envOf } from './lib/common/cli.js';
+import { Dropper } from './lib/common/dropper.js';
+import { docTemplate, version } from './lib/common/drops.js';
+import { loadTool } from './lib/common/load.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { builtEntry, OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { Poller } from './lib/common/poller.js';
+import { cpuMsOf, memOf, quiesce } from './lib/common/proc.js';
+import { publishReport, table } from './lib/common/report.js';
+import { dropAndPoll, waitDrained } from './lib/common/rounds.js';
+import { log, runMain, tempDir } from './lib/common/run.js';
 import { fanOutPart } from './lib/changes/fanout.js';
 import type { Bench, SseEvent } from './lib/changes/bench.js';
-import { profileReport } from './lib/shared/profile.js';
+import { profileReport } from './lib/common/profile.js';
 import { fanOutReport, type FanOutResult } from './lib/changes/fanout-report.js';
 import { ClientsChild, SseSocket } from './lib/changes/sse-clients.js';
-import { fmtMs, median, nowMs, quantile } from './lib/shared/stats.js';
+import { fmtMs, median, nowMs, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('Change feed: rename → SSE event latency, long-poll answers, and fan-out of one reader to many streams.', {
   drops: { type: 'number', default: 40, quick: 4, description: 'measured drops per condition (and as many polled ones for comparison)' },

@@ -23,11 +23,11 @@ import type * as RegistryModule from '../src/feeds/registry.js';
 import type * as ValidateModule from '../src/feeds/validate.js';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
 import { ROOT } from '../test/helpers/service.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { log, runMain, tempDir } from './lib/shared/run.js';
-import { fmtMs, fmtX, median, quantile, shuffle } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { publishReport, table } from './lib/common/report.js';
+import { log, runMain, tempDir } from './lib/common/run.js';
+import { fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
 const args = benchArgs('The document check: speed against JSON.parse and JSON.parse + ajv, and through quiet spells.', {
   kb: { type: 'number', default: 200, quick: 20, description: 'size of the drops checked, KiB' },

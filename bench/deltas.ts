@@ -13,15 +13,15 @@ import { gzipSync } from 'node:zlib';
 import type { Json } from '../src/reader/deltas/merge-patch.js';
 import { makePatches } from '../src/reader/deltas/patches.js';
 import { EXAMPLE_FEEDS, generateDocument } from '../test/fixtures/corpus.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { docTemplate } from './lib/shared/drops.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { Poller } from './lib/shared/poller.js';
-import { dropAndPoll } from './lib/shared/rounds.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { log, runMain } from './lib/shared/run.js';
-import { fmtMs, median, quantile } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { docTemplate } from './lib/common/drops.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { Poller } from './lib/common/poller.js';
+import { dropAndPoll } from './lib/common/rounds.js';
+import { publishReport, table } from './lib/common/report.js';
+import { log, runMain } from './lib/common/run.js';
+import { fmtMs, median, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('Deltas: patch bytes per update against the gzip whole file, and the time to build a patch pair.', {
   rounds: { type: 'number', default: 30, quick: 5, description: 'builds timed per file size' },

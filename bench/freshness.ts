@@ -21,17 +21,17 @@
  * (lib/freshness/report.ts); this file runs them in order.
  */
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
-import { benchArgs, commandLine, envOf } from './lib/shared/cli.js';
-import { Dropper } from './lib/shared/dropper.js';
-import { docTemplate } from './lib/shared/drops.js';
+import { benchArgs, commandLine, envOf } from './lib/common/cli.js';
+import { Dropper } from './lib/common/dropper.js';
+import { docTemplate } from './lib/common/drops.js';
 import { measureFreshness, measureWatchers, warmUp, type Condition, type FreshnessPlan } from './lib/freshness/measure.js';
 import { breakdownTable, freshnessReport, freshnessTable, slowestTable, watcherTable } from './lib/freshness/report.js';
 import { startTargets, subscribeAnnouncements, type TargetOptions } from './lib/freshness/targets.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { builtEntry } from './lib/shared/oddsfiles-system.js';
-import { quiesce } from './lib/shared/proc.js';
-import { publishReport } from './lib/shared/report.js';
-import { log, runMain } from './lib/shared/run.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { builtEntry } from './lib/common/oddsfiles-system.js';
+import { quiesce } from './lib/common/proc.js';
+import { publishReport } from './lib/common/report.js';
+import { log, runMain } from './lib/common/run.js';
 
 const args = benchArgs('Freshness: rename of a drop → first GET that returns it, against a bare pipeline of the same architecture.', {
   drops: { type: 'number', default: 40, quick: 2, description: 'measured drops per system and condition' },

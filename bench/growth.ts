@@ -15,16 +15,16 @@ import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS, type FixtureFeed } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { BareSystem } from './lib/bare/system.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { docTemplate, generatedRegistry, MANY_SPORTS, type DocTemplate } from './lib/shared/drops.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { Poller } from './lib/shared/poller.js';
-import { quiesce } from './lib/shared/proc.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { dropAndPoll, ingestRound, referenceRound } from './lib/shared/rounds.js';
-import { log, runMain, tempDir } from './lib/shared/run.js';
-import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { docTemplate, generatedRegistry, MANY_SPORTS, type DocTemplate } from './lib/common/drops.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { Poller } from './lib/common/poller.js';
+import { quiesce } from './lib/common/proc.js';
+import { publishReport, table } from './lib/common/report.js';
+import { dropAndPoll, ingestRound, referenceRound } from './lib/common/rounds.js';
+import { log, runMain, tempDir } from './lib/common/run.js';
+import { fmtInt, fmtMs, fmtX, median, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('Growth: freshness and throughput by file size and by number of feeds.', {
   only: { type: 'string', choices: ['size', 'feeds'], description: 'measure one of the two curves (default: both)' },

@@ -9,12 +9,12 @@
 import { Redis } from 'ioredis';
 import { createCatalog, type Catalog } from '../src/catalog/redis-catalog.js';
 import { redisKeys } from '../src/redis/key-names.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { log, runMain } from './lib/shared/run.js';
-import { fmtMs, median, nowMs, quantile } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { publishReport, table } from './lib/common/report.js';
+import { log, runMain } from './lib/common/run.js';
+import { fmtMs, median, nowMs, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('History: the as-of lookup over many versions of one file, through HTTP against the real reader.', {
   versions: { type: 'number', default: 10_000, quick: 10_000, description: 'versions of the file committed before measuring' },

@@ -18,15 +18,15 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { docTemplate, type DocTemplate } from './lib/shared/drops.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/shared/oddsfiles-system.js';
-import { profileTables, summarizeProfile } from './lib/shared/profile.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { ingestRound, referenceRound } from './lib/shared/rounds.js';
-import { log, runMain, tempDir } from './lib/shared/run.js';
-import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { docTemplate, type DocTemplate } from './lib/common/drops.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/common/oddsfiles-system.js';
+import { profileTables, summarizeProfile } from './lib/common/profile.js';
+import { publishReport, table } from './lib/common/report.js';
+import { ingestRound, referenceRound } from './lib/common/rounds.js';
+import { log, runMain, tempDir } from './lib/common/run.js';
+import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
 const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32'];
 

@@ -22,17 +22,17 @@ import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS, type FixtureFeed } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { ROOT } from '../test/helpers/service.js';
-import { benchArgs, commandLine, envOf } from './lib/shared/cli.js';
-import { docTemplate, generatedRegistry, MANY_SPORTS, stage, versions, type DocTemplate } from './lib/shared/drops.js';
-import { runLoad, loadTool } from './lib/shared/load.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { Poller } from './lib/shared/poller.js';
-import { memOf, quiesce } from './lib/shared/proc.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { waitSettled } from './lib/shared/rounds.js';
-import { log, runMain } from './lib/shared/run.js';
-import { fmtMs, fmtX } from './lib/shared/stats.js';
+import { benchArgs, commandLine, envOf } from './lib/common/cli.js';
+import { docTemplate, generatedRegistry, MANY_SPORTS, stage, versions, type DocTemplate } from './lib/common/drops.js';
+import { runLoad, loadTool } from './lib/common/load.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { Poller } from './lib/common/poller.js';
+import { memOf, quiesce } from './lib/common/proc.js';
+import { publishReport, table } from './lib/common/report.js';
+import { waitSettled } from './lib/common/rounds.js';
+import { log, runMain } from './lib/common/run.js';
+import { fmtMs, fmtX } from './lib/common/stats.js';
 
 const args = benchArgs("Memory: the reader's RSS against its budget, and what one large drop costs a worker.", {
   'big-mb': { type: 'number', default: 50, quick: 5, description: 'size of the drop of the worker part, MB' },

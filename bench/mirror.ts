@@ -21,13 +21,13 @@ import { EXAMPLE_FEEDS, generateDocument, type FixtureFeed } from '../test/fixtu
 import { spawnTracked } from '../test/helpers/processes.js';
 import { BIN, ROOT } from '../test/helpers/service.js';
 import { rawGet } from './lib/bare/node.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { OddsfilesSystem } from './lib/shared/oddsfiles-system.js';
-import { cpuMs, memOf, quiesce } from './lib/shared/proc.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
-import { fmtMs, median, nowMs, quantile } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { OddsfilesSystem } from './lib/common/oddsfiles-system.js';
+import { cpuMs, memOf, quiesce } from './lib/common/proc.js';
+import { publishReport, table } from './lib/common/report.js';
+import { log, onCleanup, runMain, tempDir } from './lib/common/run.js';
+import { fmtMs, median, nowMs, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('Mirror: rename → file replaced in the mirror folder, bytes per update, and what 100 mirrors cost the reader against polling.', {
   drops: { type: 'number', default: 200, quick: 20, description: 'measured versions in the latency part' },

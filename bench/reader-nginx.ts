@@ -17,17 +17,17 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../test/helpers/faults.js';
 import { captureReplyHeaders, rawGet, saveSite, startBareNode, type BareNode, type Site } from './lib/bare/node.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { loadTool, runLoad } from './lib/shared/load.js';
-import { machineInfo, machineLine, which } from './lib/shared/machine.js';
-import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
-import { builtEntry, OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
-import { Poller, waitHealthy } from './lib/shared/poller.js';
-import { cpuSplitMs, quiesce } from './lib/shared/proc.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { publishExampleSet } from './lib/shared/rounds.js';
-import { log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
-import { fmtInt, fmtX, median } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { loadTool, runLoad } from './lib/common/load.js';
+import { machineInfo, machineLine, which } from './lib/common/machine.js';
+import { OddsfilesProcess } from './lib/common/oddsfiles-process.js';
+import { builtEntry, OddsfilesSystem, writeConfig } from './lib/common/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/common/poller.js';
+import { cpuSplitMs, quiesce } from './lib/common/proc.js';
+import { publishReport, table } from './lib/common/report.js';
+import { publishExampleSet } from './lib/common/rounds.js';
+import { log, onCleanup, runMain, tempDir } from './lib/common/run.js';
+import { fmtInt, fmtX, median } from './lib/common/stats.js';
 
 const args = benchArgs('Reader vs nginx: requests per second and CPU per request on the same bytes.', {
   rounds: { type: 'number', default: 3, quick: 1, description: 'measured rounds per scenario and server' },

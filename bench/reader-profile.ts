@@ -20,18 +20,18 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/faults.js';
 import { captureReplyHeaders, saveSite, startBareNode } from './lib/bare/node.js';
-import { benchArgs } from './lib/shared/cli.js';
-import { loadTool, runLoad } from './lib/shared/load.js';
-import { machineInfo, machineLine, which } from './lib/shared/machine.js';
-import { OddsfilesProcess } from './lib/shared/oddsfiles-process.js';
-import { OddsfilesSystem, writeConfig } from './lib/shared/oddsfiles-system.js';
-import { Poller, waitHealthy } from './lib/shared/poller.js';
-import { cpuSplitMs } from './lib/shared/proc.js';
-import { summarizeProfile } from './lib/shared/profile.js';
-import { table } from './lib/shared/report.js';
-import { publishExampleSet } from './lib/shared/rounds.js';
-import { log, onCleanup, runMain } from './lib/shared/run.js';
-import { fmtInt } from './lib/shared/stats.js';
+import { benchArgs } from './lib/common/cli.js';
+import { loadTool, runLoad } from './lib/common/load.js';
+import { machineInfo, machineLine, which } from './lib/common/machine.js';
+import { OddsfilesProcess } from './lib/common/oddsfiles-process.js';
+import { OddsfilesSystem, writeConfig } from './lib/common/oddsfiles-system.js';
+import { Poller, waitHealthy } from './lib/common/poller.js';
+import { cpuSplitMs } from './lib/common/proc.js';
+import { summarizeProfile } from './lib/common/profile.js';
+import { table } from './lib/common/report.js';
+import { publishExampleSet } from './lib/common/rounds.js';
+import { log, onCleanup, runMain } from './lib/common/run.js';
+import { fmtInt } from './lib/common/stats.js';
 
 const args = benchArgs("Where a reader's CPU goes per request: a V8 (or perf) profile of one reader under load.", {
   duration: { type: 'number', default: 8, quick: 2, description: 'seconds of profiled load' },

@@ -12,11 +12,11 @@ import { Redis } from 'ioredis';
 import { createCatalog } from '../src/catalog/redis-catalog.js';
 import type { CatalogEntry } from '../src/catalog/types.js';
 import { redisKeys } from '../src/redis/key-names.js';
-import { benchArgs, commandLine } from './lib/shared/cli.js';
-import { machineInfo, machineLine } from './lib/shared/machine.js';
-import { publishReport, table } from './lib/shared/report.js';
-import { log, onCleanup, runMain, tempDir } from './lib/shared/run.js';
-import { fmtMs, nowMs, quantile } from './lib/shared/stats.js';
+import { benchArgs, commandLine } from './lib/common/cli.js';
+import { machineInfo, machineLine } from './lib/common/machine.js';
+import { publishReport, table } from './lib/common/report.js';
+import { log, onCleanup, runMain, tempDir } from './lib/common/run.js';
+import { fmtMs, nowMs, quantile } from './lib/common/stats.js';
 
 const args = benchArgs('The cost of redis.wait_replicas: 1 on the catalog commit, against a primary and a replica.', {
   commits: { type: 'number', default: 2000, quick: 200, description: 'commits per variant and round' },

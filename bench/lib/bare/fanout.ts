@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../../../test/helpers/service.js';
-import { onCleanup } from '../shared/run.js';
+import { onCleanup } from '../common/run.js';
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'fanout-child.mjs');
 

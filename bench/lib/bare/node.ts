@@ -11,7 +11,7 @@ import { get, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../../test/helpers/faults.js';
-import { onCleanup } from '../shared/run.js';
+import { onCleanup } from '../common/run.js';
 
 /** Per route (`/v1/files`, `/v1/data/NAME`, `/v1/data/NAME gzip`): the reader's response headers but those Node adds itself. */
 export type ReplyHeaders = Record<string, Record<string, string>>;

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TEST_REDIS_URL } from '../../../test/helpers/redis.js';
 import { ROOT } from '../../../test/helpers/service.js';
-import { benchPrefix, onCleanup, tempDir } from '../shared/run.js';
+import { benchPrefix, onCleanup, tempDir } from '../common/run.js';
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'pipeline.ts');
 

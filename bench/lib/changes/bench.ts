@@ -1,8 +1,8 @@
 /** What every part of bench:changes shares: the deployment, its clients, and profile spans. */
-import type { machineInfo } from '../shared/machine.js';
-import type { DocTemplate } from '../shared/drops.js';
-import type { OddsfilesSystem } from '../shared/oddsfiles-system.js';
-import type { Poller } from '../shared/poller.js';
+import type { machineInfo } from '../common/machine.js';
+import type { DocTemplate } from '../common/drops.js';
+import type { OddsfilesSystem } from '../common/oddsfiles-system.js';
+import type { Poller } from '../common/poller.js';
 import type { ClientsChild, SseSocket } from './sse-clients.js';
 
 export type SseEvent = { id: number; at: number };

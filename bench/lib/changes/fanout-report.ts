@@ -1,5 +1,5 @@
 /** The fan-out part of bench:changes in its report: rows against the targets and a note. */
-import { fmtMs, fmtX, median, quantile } from '../shared/stats.js';
+import { fmtMs, fmtX, median, quantile } from '../common/stats.js';
 
 export interface FanOutResult {
   readonly n: number;

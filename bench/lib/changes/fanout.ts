@@ -6,13 +6,13 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BareFanout } from '../bare/fanout.js';
-import { monoUs, type Span } from '../shared/profile.js';
+import { monoUs, type Span } from '../common/profile.js';
 import type { Bench } from './bench.js';
 import type { FanOutResult } from './fanout-report.js';
-import { runLoad } from '../shared/load.js';
-import { quiesce } from '../shared/proc.js';
-import { log } from '../shared/run.js';
-import { fmtMs, median, nowMs, quantile } from '../shared/stats.js';
+import { runLoad } from '../common/load.js';
+import { quiesce } from '../common/proc.js';
+import { log } from '../common/run.js';
+import { fmtMs, median, nowMs, quantile } from '../common/stats.js';
 
 export interface FanOutOptions {
   readonly streams: number;

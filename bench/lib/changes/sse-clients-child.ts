@@ -7,7 +7,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { SseSocket } from './sse-clients.js';
-import { nowMs } from '../shared/stats.js';
+import { nowMs } from '../common/stats.js';
 
 type Msg =
   | { cmd: 'open'; base: string; key: string; count: number; since: number; sampleEvery: number; batch: number }

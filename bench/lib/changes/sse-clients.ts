@@ -9,8 +9,8 @@ import { connect, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../../../test/helpers/service.js';
-import { onCleanup } from '../shared/run.js';
-import { nowMs } from '../shared/stats.js';
+import { onCleanup } from '../common/run.js';
+import { nowMs } from '../common/stats.js';
 
 /** `id:` (position), `event:`, `data:` of one frame (heartbeats and the retry frame are skipped). */
 const FRAME = /id: (\d+)\nevent: (\S+)\ndata: ([^\n]*)\n/g;

@@ -5,15 +5,15 @@
  * (watcher-stage.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DocTemplate } from '../shared/drops.js';
-import type { Dropper } from '../shared/dropper.js';
+import type { DocTemplate } from '../common/drops.js';
+import type { Dropper } from '../common/dropper.js';
 import { bareStages, breakdown, type Sample } from './stages.js';
 import type { Target } from './targets.js';
-import { OddsfilesSystem } from '../shared/oddsfiles-system.js';
-import { quiesce } from '../shared/proc.js';
-import { dropAndPoll, putAndPoll, waitDrained } from '../shared/rounds.js';
-import { log } from '../shared/run.js';
-import { fmtMs, median, shuffle } from '../shared/stats.js';
+import { OddsfilesSystem } from '../common/oddsfiles-system.js';
+import { quiesce } from '../common/proc.js';
+import { dropAndPoll, putAndPoll, waitDrained } from '../common/rounds.js';
+import { log } from '../common/run.js';
+import { fmtMs, median, shuffle } from '../common/stats.js';
 import { WATCHERS, watcherStage, type WatcherName } from './watcher-stage.js';
 
 export type Condition = 'alone' | 'loaded';

@@ -3,13 +3,13 @@
  * the targets, the median of each stage, the slowest drops with their stages, and the watcher
  * stage alone (under --put: the first table only, PUTs have no stages).
  */
-import type { DocTemplate } from '../shared/drops.js';
+import type { DocTemplate } from '../common/drops.js';
 import type { Backlog, Condition, FreshnessPlan, WatchResults } from './measure.js';
 import { STAGES, type Sample } from './stages.js';
 import type { Target } from './targets.js';
-import { machineLine, type MachineInfo } from '../shared/machine.js';
-import { table } from '../shared/report.js';
-import { fmtMs, fmtX, median, quantile } from '../shared/stats.js';
+import { machineLine, type MachineInfo } from '../common/machine.js';
+import { table } from '../common/report.js';
+import { fmtMs, fmtX, median, quantile } from '../common/stats.js';
 import { WATCHERS } from './watcher-stage.js';
 
 /** Freshness percentiles per system and condition, their ratio to the bare reference's, the targets met, the background load. */
@@ -110,7 +110,7 @@ export function watcherTable(watchSpaced: WatchResults, watchQuick: WatchResults
 
 export interface FreshnessReport {
   readonly machine: MachineInfo;
-  /** The command line as run (shared/cli.ts commandLine). */
+  /** The command line as run (common/cli.ts commandLine). */
   readonly command: string;
   readonly template: DocTemplate;
   /** Seconds the measured blocks took. */

@@ -3,7 +3,7 @@
  * its BullMQ job (receivedAt, processedOn), the announcement seen by a subscriber of the bench,
  * and the poller's clock.
  */
-import type { OddsfilesSystem } from '../shared/oddsfiles-system.js';
+import type { OddsfilesSystem } from '../common/oddsfiles-system.js';
 
 export interface Sample {
   readonly system: string;

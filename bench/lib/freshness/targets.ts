@@ -9,11 +9,11 @@ import { Redis } from 'ioredis';
 import { TEST_REDIS_URL } from '../../../test/helpers/redis.js';
 import { startS3rver } from '../../../test/helpers/s3/s3rver.js';
 import { BareSystem } from '../bare/system.js';
-import { OddsfilesSystem } from '../shared/oddsfiles-system.js';
-import { Poller } from '../shared/poller.js';
-import type { System } from '../shared/rounds.js';
-import { onCleanup } from '../shared/run.js';
-import { nowMs } from '../shared/stats.js';
+import { OddsfilesSystem } from '../common/oddsfiles-system.js';
+import { Poller } from '../common/poller.js';
+import type { System } from '../common/rounds.js';
+import { onCleanup } from '../common/run.js';
+import { nowMs } from '../common/stats.js';
 
 /** A system measured, by the name the report gives it; `etag` is that of the measured feed's newest version there. */
 export interface Target {

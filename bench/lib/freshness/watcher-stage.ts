@@ -8,9 +8,9 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { watch as chokidarWatch } from 'chokidar';
-import { version, type DocTemplate } from '../shared/drops.js';
-import { tempDir } from '../shared/run.js';
-import { nowMs } from '../shared/stats.js';
+import { version, type DocTemplate } from '../common/drops.js';
+import { tempDir } from '../common/run.js';
+import { nowMs } from '../common/stats.js';
 
 export interface WatchPattern {
   /** ms after every watcher saw the drop (or gave up) before it is moved out, as a claim does. */

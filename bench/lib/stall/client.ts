@@ -8,7 +8,7 @@ import { rename } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '../../../test/helpers/published.js';
-import { stage } from '../shared/drops.js';
+import { stage } from '../common/drops.js';
 
 export interface Answer {
   readonly status: number;

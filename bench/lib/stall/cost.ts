@@ -4,7 +4,7 @@
  * CPU per answer of that patch compares with its 304 to a client that is up to date.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuMs } from '../shared/proc.js';
+import { cpuMs } from '../common/proc.js';
 import type { Get, Inbox } from './client.js';
 
 export interface CostOptions {

@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { spawnTracked } from '../../../test/helpers/processes.js';
-import { quantile } from '../shared/stats.js';
+import { quantile } from '../common/stats.js';
 
 export interface FloorOptions {
   readonly seconds: number;

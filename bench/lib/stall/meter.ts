@@ -9,11 +9,11 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Span } from '../shared/profile.js';
-import { memOf } from '../shared/proc.js';
-import { log } from '../shared/run.js';
+import type { Span } from '../common/profile.js';
+import { memOf } from '../common/proc.js';
+import { log } from '../common/run.js';
 import type { Get } from './client.js';
-import { quantile } from '../shared/stats.js';
+import { quantile } from '../common/stats.js';
 
 export const MB = 2 ** 20;
 

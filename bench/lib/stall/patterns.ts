@@ -8,9 +8,9 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { version, type DocTemplate } from '../shared/drops.js';
-import { loopCpuMs } from '../shared/proc.js';
-import { log } from '../shared/run.js';
+import { version, type DocTemplate } from '../common/drops.js';
+import { loopCpuMs } from '../common/proc.js';
+import { log } from '../common/run.js';
 import type { Get, Inbox } from './client.js';
 import { measureFloor, type Floor } from './floor.js';
 
@@ -68,7 +68,7 @@ export async function bigVersion(o: { inbox: Inbox; name: string; bytes: Buffer;
 }
 
 /**
- * (c) 100 drops a second, the templates in turn, each with a new generated_at (shared/drops.ts): no JSON
+ * (c) 100 drops a second, the templates in turn, each with a new generated_at (common/drops.ts): no JSON
  * work in this process.
  */
 export async function dropStorm(o: { inbox: Inbox; templates: readonly DocTemplate[]; seconds: number }): Promise<string> {

@@ -5,11 +5,11 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Span } from '../shared/profile.js';
-import { machineLine, type MachineInfo } from '../shared/machine.js';
-import { summarizeProfile } from '../shared/profile.js';
-import { table } from '../shared/report.js';
-import { log } from '../shared/run.js';
+import type { Span } from '../common/profile.js';
+import { machineLine, type MachineInfo } from '../common/machine.js';
+import { summarizeProfile } from '../common/profile.js';
+import { table } from '../common/report.js';
+import { log } from '../common/run.js';
 import type { PatchCost } from './cost.js';
 import type { Floor } from './floor.js';
 import { MB } from './meter.js';
@@ -27,7 +27,7 @@ export async function logReaderProfile(probeDir: string, pid: number, spans: rea
 
 export interface StallResults {
   readonly machine: MachineInfo;
-  /** The command line as run (shared/cli.ts commandLine). */
+  /** The command line as run (common/cli.ts commandLine). */
   readonly command: string;
   readonly seconds: number;
   /** The phases' rows (meter.ts), and the steady client's p99 against the idle reader. */

@@ -1,5 +1,5 @@
 /**
- * Background drops while a bench measures: bench/lib/shared/dropper-child.ts in a child process (so the
+ * Background drops while a bench measures: bench/lib/common/dropper-child.ts in a child process (so the
  * measuring loop never waits behind it), driven over IPC.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The child process of bench/lib/shared/dropper.ts (never run by hand): drops new versions of a list of
+ * The child process of bench/lib/common/dropper.ts (never run by hand): drops new versions of a list of
  * feeds into an inbox at a fixed rate, each written under a dot-name and renamed into place,
  * round-robin over the feeds.
  *
