@@ -34,13 +34,20 @@ export async function purgeToBytes(
   keepBytes: number,
   forget?: (ids: string[]) => Promise<void>,
 ): Promise<{ removed: PurgedRejection[]; bytes: number }> {
-  let bytes = await bytesUnder(rejectedDir);
+  // One walk: each rejected drop's bytes, and their sum.
+  const sizes = new Map<string, number>();
+  let bytes = 0;
+  for (const name of (await ifExists(readdir(rejectedDir))) ?? []) {
+    const size = await bytesUnder(join(rejectedDir, name));
+    sizes.set(name, size);
+    bytes += size;
+  }
   const remove: PurgedRejection[] = [];
   // Under the bound (a worker's start, most often): no reason.json is read.
   if (bytes <= keepBytes) return { removed: remove, bytes };
   for (const r of await datedRejections(rejectedDir)) {
     if (bytes <= keepBytes) break;
-    bytes -= await bytesUnder(join(rejectedDir, r.id));
+    bytes -= sizes.get(r.id) ?? 0;
     remove.push(r);
   }
   return { removed: await removeRejections(rejectedDir, remove, forget), bytes };
