@@ -1,7 +1,7 @@
 /**
  * Older versions read from the store on demand (a real filesystem store): the bytes of a version
  * the store has, undefined for one it no longer has, one store GET for concurrent reads of one
- * version, and a cache bounded in bytes.
+ * version, a cache bounded in bytes, and no cache at all: a Buffer of the caller's own.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -46,5 +46,15 @@ describe('version bytes from the store', () => {
     await versions.get('site_live_a_b.json', '2'.repeat(64));
     await versions.get('site_live_a_b.json', '1'.repeat(64));
     expect(gets).toBe(3);
+  });
+
+  it('without a cache, reads the store each time and hands each caller a Buffer of its own', async () => {
+    await store.put(objectKey('site_live_a_b.json', 'a'.repeat(64)), Buffer.alloc(5000, 'x'));
+    const versions = createVersionBytes({ store: counted, maxBytes: 0 });
+    const x = (await versions.get('site_live_a_b.json', 'a'.repeat(64)))!;
+    const y = (await versions.get('site_live_a_b.json', 'a'.repeat(64)))!;
+    expect(gets).toBe(2);
+    expect(y.equals(x)).toBe(true);
+    expect(await versions.get('site_live_a_b.json', 'b'.repeat(64))).toBeUndefined();
   });
 });

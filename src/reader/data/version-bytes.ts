@@ -15,7 +15,7 @@ export interface VersionBytes {
 
 export interface VersionBytesDeps {
   readonly store: Pick<Store, 'get'>;
-  /** Cache size in bytes (default 32 MiB). */
+  /** Cache size in bytes (default 32 MiB; 0: none). */
   readonly maxBytes?: number;
 }
 
@@ -23,18 +23,26 @@ export interface VersionBytesDeps {
 const GONE = Buffer.alloc(0);
 
 export function createVersionBytes(deps: VersionBytesDeps): VersionBytes {
+  const read = async (filename: string, sha256: string): Promise<Buffer> => {
+    try {
+      return await deps.store.get(objectKey(filename, sha256));
+    } catch (err) {
+      if (err instanceof StoreNotFoundError) return GONE;
+      throw err;
+    }
+  };
+  if (deps.maxBytes === 0)
+    return {
+      async get(filename, sha256) {
+        const b = await read(filename, sha256);
+        return b === GONE ? undefined : b;
+      },
+    };
   const cache = new LRUCache<string, Buffer, { filename: string; sha256: string }>({
     maxSize: deps.maxBytes ?? 32 * 1024 * 1024,
     // A gone version still takes a slot's worth, so that the cache cannot fill with them unbounded.
     sizeCalculation: (b) => Math.max(b.length, 64),
-    fetchMethod: async (_key, _stale, { context }) => {
-      try {
-        return await deps.store.get(objectKey(context.filename, context.sha256));
-      } catch (err) {
-        if (err instanceof StoreNotFoundError) return GONE;
-        throw err;
-      }
-    },
+    fetchMethod: (_key, _stale, { context }) => read(context.filename, context.sha256),
   });
   return {
     async get(filename, sha256) {

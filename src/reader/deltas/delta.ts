@@ -270,8 +270,9 @@ export function createReaderDeltas(deps: {
     idleMs: 1_000,
     maxHeapMb: buildHeapMb(limits.maxBytes),
   });
-  // An older base is read for its build only (the outcome is kept, not the base): one base's worth.
-  const bytes = createVersionBytes({ store: deps.store, maxBytes: Math.max(limits.maxBytes, 1024 * 1024) });
+  // An older base is read for its build only (the outcome is kept, not the base), uncached: its
+  // bytes are handed to the build's thread, and leave the loop's heap with it.
+  const bytes = createVersionBytes({ store: deps.store, maxBytes: 0 });
   const facts = createDeltaFacts({ pool, bytes, maxBytes: limits.maxBytes, log: deps.log });
   return createDeltas({
     published: deps.published,

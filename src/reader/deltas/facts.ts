@@ -7,6 +7,7 @@
  * the pool bounds them per reader: past either bound a pair is refused (`undefined`) and the
  * request is answered with the whole file, nothing kept.
  */
+import { isMarkedAsUntransferable } from 'node:worker_threads';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../log.js';
 import type { VersionBytes } from '../data/version-bytes.js';
@@ -55,6 +56,16 @@ function toShared(bytes: Uint8Array): Uint8Array {
   out.set(bytes);
   return out;
 }
+/**
+ * `bytes` in an ArrayBuffer that can be moved to a thread: theirs when they fill it and Node lets it
+ * go (not one of its pooled or `allocUnsafe` buffers), else a copy. Moved, they are freed with the
+ * thread's heap, not left for the loop's next full GC.
+ */
+function movable(bytes: Uint8Array): Uint8Array {
+  const ab = bytes.buffer;
+  const own = ab instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === ab.byteLength && !isMarkedAsUntransferable(ab);
+  return own ? bytes : new Uint8Array(bytes);
+}
 const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 const sizeOf = (e: Encoded | typeof NONE) => 64 + (e === NONE ? 0 : e.identity.length + e.gzip.length + e.br.length);
 
@@ -80,16 +91,20 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
     return s;
   };
 
-  /** One task, posted when a thread takes it. */
-  const run = (to: Uint8Array, toSha: string, from?: Uint8Array, fromSha?: string, ims?: readonly Im[]): Promise<Reply> =>
-    pool.run<Reply>(() => ({ message: { to, toSha, from, fromSha, ims } }));
+  /** One task, posted when a thread takes it; a base that is `moved` goes to the thread (see `movable`). */
+  const run = (to: Uint8Array, toSha: string, from?: Uint8Array, fromSha?: string, ims?: readonly Im[], moved = false): Promise<Reply> =>
+    pool.run<Reply>(() => {
+      if (!moved || from === undefined) return { message: { to, toSha, from, fromSha, ims } };
+      const own = movable(from);
+      return { message: { to, toSha, from: own, fromSha, ims }, transfer: [own.buffer as ArrayBuffer] };
+    });
 
   const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
     const from = base ? shared(base) : await deps.bytes.get(name, baseSha);
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
-    // An older base (read from the store, rarely asked) is copied for its build.
-    const reply = await run(shared(version), version.entry.sha256, base ? from : toShared(from), baseSha, ims);
+    // An older base (read from the store for this build alone) is moved to the thread.
+    const reply = await run(shared(version), version.entry.sha256, from, baseSha, ims, base === undefined);
     digests.set(version, reply.digest);
     const patches: Record<string, Encoded> = {};
     for (const [im, enc] of Object.entries(reply.patches)) {

@@ -1,0 +1,82 @@
+/**
+ * The patch from an older base, one the reader does not hold: its bytes are read from the store
+ * for that build alone and handed to the build's thread. Bases read both ways the store reads (a
+ * small object with synchronous calls, into a slice of Node's buffer pool, which cannot move to a
+ * thread and is copied; a large one on the thread pool, into a buffer of its own, which moves) give
+ * patches that rebuild the version, build after build on the same thread. Real worker threads (built from dist/), a real filesystem store.
+ */
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import jsonpatch from 'fast-json-patch';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CatalogEntry } from '../../../src/catalog/types.js';
+import { workerScript } from '../../../src/paths.js';
+import { createDeltaFacts } from '../../../src/reader/deltas/facts.js';
+import { createPool } from '../../../src/reader/deltas/pool.js';
+import { createVersionBytes } from '../../../src/reader/data/version-bytes.js';
+import { trustedVersion } from '../../../src/reader/data/version.js';
+import { createFsStore } from '../../../src/store/fs-store.js';
+import { objectKey } from '../../../src/store/store.js';
+import { capturingLogger } from '../../helpers/log.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const SYNC_MAX = 64 * 1024;
+const FILE = 'site_live_a_b.json';
+
+/** A document of `events` events; event `changed` has another price. */
+const docOf = (events: number, changed: number) => ({
+  generated_at: '2026-01-01T00:00:00Z',
+  events: Array.from({ length: events }, (_, i) => ({ id: i, name: `event ${i}`, odds: [1.5, 2.5 + (i === changed ? 1 : 0), 3.5] })),
+});
+
+describe('a patch from an older base read from the store', () => {
+  it('rebuilds the version from bases read synchronously and on the thread pool, build after build', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oddsfiles-older-base-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const store = createFsStore(pathToFileURL(dir).href, { syncIoMaxBytes: SYNC_MAX });
+    const pool = createPool({
+      script: workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js'),
+      threads: 1,
+      maxQueued: 4,
+      taskTimeoutMs: 20_000,
+    });
+    cleanups.push(() => pool.close());
+    const { log, lines } = capturingLogger('warn');
+    const facts = createDeltaFacts({ pool, bytes: createVersionBytes({ store, maxBytes: 0 }), maxBytes: 10_000_000, log });
+
+    const put = async (doc: unknown) => {
+      const bytes = Buffer.from(JSON.stringify(doc, null, 2));
+      const sha256 = createHash('sha256').update(bytes).digest('hex');
+      await store.put(objectKey(FILE, sha256), bytes);
+      return { bytes, sha256 };
+    };
+    for (const [events, label] of [
+      [100, 'small'],
+      [4000, 'large'],
+      [100, 'small again'],
+    ] as const) {
+      const base = await put(docOf(events, 0));
+      const target = await put(docOf(events, 1));
+      expect(base.bytes.length > SYNC_MAX, label).toBe(events > 1000);
+      const now = new Date().toISOString();
+      const entry: CatalogEntry = {
+        ...{ filename: FILE, bookmaker: 'b', kind: 'live', sport: null, object: objectKey(FILE, target.sha256) },
+        ...{ sha256: target.sha256, size: target.bytes.length, generatedAt: now, generatedAtMs: Date.parse(now), publishedAt: now },
+      };
+      const version = trustedVersion(entry, events, target.bytes);
+      const patches = await facts.pair(version, base.sha256, ['json-patch']);
+      const patch = patches?.['json-patch'];
+      expect(patch, label).toBeDefined();
+      const ops = JSON.parse(patch!.identity.toString('utf8')) as jsonpatch.Operation[];
+      expect(jsonpatch.applyPatch(docOf(events, 0), ops).newDocument, label).toEqual(docOf(events, 1));
+    }
+    expect(lines).toEqual([]);
+  });
+});
