@@ -46,12 +46,28 @@ export class BareFanout {
     return this.call({ cmd: 'idle' });
   }
 
-  /** Write a `frameBytes` frame to every stream `rate` times a second for `seconds`, `perWrite` frames joined per write; `writes` counts events. */
-  run(rate: number, seconds: number, frameBytes: number, perWrite = 1): Promise<{ writes: number; cpuMs: number; rssMax: number; streams: number }> {
+  /**
+   * Write a `frameBytes` frame to every stream `rate` times a second for `seconds`, `perWrite` frames
+   * joined per write; `writes` counts events, `fallbacks` the writes BARE_MODE=fd left to the stream.
+   */
+  run(
+    rate: number,
+    seconds: number,
+    frameBytes: number,
+    perWrite = 1,
+  ): Promise<{ writes: number; cpuMs: number; userMs: number; systemMs: number; fallbacks: number; rssMax: number; streams: number }> {
     return this.call({ cmd: 'run', rate, seconds, frameBytes, perWrite });
   }
 
   stop(): void {
     this.child.kill('SIGTERM');
+  }
+
+  /** Stop it and wait until it has exited. */
+  async end(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.stop();
+    await exited;
   }
 }
