@@ -165,9 +165,9 @@ async function startMetrics(config: Config, roles: readonly Role[], log: Logger,
 
 async function startReaderRole(core: Core, roles: readonly Role[], options: ServiceOptions): Promise<RunningReader> {
   const { config, log, stops, client, keys, store, catalog, registry, metrics, connect, openQueue, queue } = core;
-  // PUT /v1/data goes through the queue like a drop: a reader that takes PUTs loads BullMQ and
-  // the document validator on its first PUT; one that never gets one, or has publish.http off,
-  // never does.
+  // PUT /v1/data goes through the queue like a drop: a reader loads BullMQ and the document
+  // validator once a key may publish (src/reader/publishing/prepare.ts) or on its first PUT; one
+  // no key publishes to, or with publish.http off, never does.
   let publisher: PublishPort | undefined;
   if (config.publish.http) {
     const lazy = lazyPublisher(async () => {

@@ -57,6 +57,10 @@ export interface KeyRing {
   /** Whether this reader has seen the key with this id revoked (a request admitted before may still be under way). */
   isRevoked(id: string): boolean;
   readonly size: number;
+  /** Keys held that may publish. */
+  readonly publishers: number;
+  /** Call `listener` after every load of the keys from now on. */
+  onLoaded(listener: () => void): () => void;
 }
 
 export interface KeyRingDeps {
@@ -70,12 +74,14 @@ export interface KeyRingDeps {
 export function createKeyRing(deps: KeyRingDeps): KeyRing {
   const { source, plans, log } = deps;
   let byHash = new Map<string, Principal>();
+  let publishers = 0;
   const revoked = new Set<string>();
   let loaded = false;
   let running: Promise<void> | undefined;
   let again = false;
   const warnedPlans = new Set<string>();
   const revokedListeners = new Set<(id: string) => void>();
+  const loadedListeners = new Set<() => void>();
   const markRevoked = (id: string) => {
     if (revoked.has(id)) return;
     revoked.add(id);
@@ -139,7 +145,10 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       next.set(hex, principalOf(record));
     }
     byHash = next;
+    publishers = 0;
+    for (const p of next.values()) if (p.publisher !== undefined) publishers++;
     loaded = true;
+    for (const l of loadedListeners) l();
   };
 
   const reload = (): Promise<void> => {
@@ -167,6 +176,9 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
     get size() {
       return byHash.size;
     },
+    get publishers() {
+      return publishers;
+    },
     authenticate(key) {
       if (!looksLikeApiKey(key)) return undefined;
       // Looked up by the key's SHA-256: a hit is a match. Comparing digests in variable time
@@ -176,6 +188,10 @@ export function createKeyRing(deps: KeyRingDeps): KeyRing {
       return principal === undefined || revoked.has(principal.id) ? undefined : principal;
     },
     reload,
+    onLoaded(listener) {
+      loadedListeners.add(listener);
+      return () => loadedListeners.delete(listener);
+    },
     onRevoked(listener) {
       revokedListeners.add(listener);
       return () => revokedListeners.delete(listener);

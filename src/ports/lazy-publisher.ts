@@ -6,10 +6,11 @@ export interface ClosablePublisher extends PublishPort {
 
 /**
  * A PublishPort started on its first use: what it loads (the queue client, the document
- * validator) costs a reader that never takes an upload nothing. A start that fails is tried
- * again by the next use.
+ * validator) costs a reader that never takes an upload nothing. Loading it takes the event loop
+ * for tens of milliseconds, so a reader that expects uploads calls `prepare` before it listens.
+ * A start that fails is tried again by the next use.
  */
-export function lazyPublisher(start: () => Promise<ClosablePublisher>): ClosablePublisher {
+export function lazyPublisher(start: () => Promise<ClosablePublisher>): ClosablePublisher & Required<Pick<PublishPort, 'prepare'>> {
   let starting: Promise<ClosablePublisher> | undefined;
   let closed = false;
   const started = (): Promise<ClosablePublisher> => {
@@ -23,6 +24,7 @@ export function lazyPublisher(start: () => Promise<ClosablePublisher>): Closable
   return {
     submit: async (filename, bytes, receivedAt, mayQueue): Promise<PublishOutcome> => (await started()).submit(filename, bytes, receivedAt, mayQueue),
     check: async (filename, bytes, receivedAt): Promise<DryRunOutcome> => (await started()).check(filename, bytes, receivedAt),
+    prepare: async () => void (await started()),
     async close() {
       closed = true;
       const running = await starting?.catch(() => undefined);

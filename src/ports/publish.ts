@@ -46,4 +46,6 @@ export interface PublishPort {
   submit(filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome>;
   /** Validate as the worker would and compare with what is published; nothing is written. */
   check(filename: string, bytes: Buffer, receivedAt: Date): Promise<DryRunOutcome>;
+  /** Load now what the first upload would (a port started on demand); rejects when that fails. */
+  prepare?(): Promise<void>;
 }

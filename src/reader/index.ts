@@ -16,6 +16,7 @@ import { createStreamSlots, type StreamSlots } from './changes/stream-slots.js';
 import type { LimitMetrics } from './limits/limit-fail-open.js';
 import type { PublishedCache } from './data/cache.js';
 import type { PublishPort } from '../ports/publish.js';
+import { preparePublisher } from './publishing/prepare.js';
 
 export { buildReaderApp, EDGE_DEFAULTS, type EdgeLimits, type PressureLimits, type ReaderAppDeps } from './app.js';
 export { createReaderState, type ReaderState, type ReaderStateDeps } from './state.js';
@@ -128,6 +129,7 @@ export async function startReader(deps: ReaderDeps): Promise<RunningReader> {
         : undefined,
       register: deps.register,
     });
+    await preparePublisher(deps.publisher, state.keys, deps.log);
     const address = await app.listen({ host: deps.config.http.host, port: deps.config.http.port, ...(deps.reusePort ? { reusePort: true } : {}) });
     const url = displayUrl(address);
     deps.log.info({ url }, 'reader listening');

@@ -210,6 +210,8 @@ describe('publisher keys', () => {
     const plans = { ...config.plans, feed: { name: 'feed', allow: [], rate: undefined, publishRate: { max: 5, perMs: 1000 }, streams: undefined } };
     const pstore = createKeyStore({ redis, keys, plans });
     const ring = createKeyRing({ source: pstore, plans, log: silent, publishRate: { max: 7, perMs: 60_000 } });
+    let loads = 0;
+    ring.onLoaded(() => loads++);
     const only = await pstore.create({ name: 'pub-only', publish: ['site_*_northwind*', 'site_livepre_oddsport.json'] });
     const both = await pstore.create({ name: 'pub-both', plan: 'feed', allow: ['site_live_*'], publish: ['site_live_bluewater_*'] });
     const reader = await pstore.create({ name: 'pub-none', plan: 'pro' });
@@ -229,11 +231,14 @@ describe('publisher keys', () => {
     expect(b.publisher!.allows('site_live_bluewater_tennis.json')).toBe(true);
     expect(b.publisher!.rate).toEqual({ max: 5, perMs: 1000 });
     expect(ring.authenticate(reader.key)!.publisher).toBeUndefined();
+    expect(ring.publishers).toBe(2);
     await expect(pstore.create({ name: 'pub-bad', publish: ['../x'] })).rejects.toThrow(UsageError);
     // Revoked the same way: the publisher side goes with the key.
     await pstore.revoke('pub-only');
     await ring.reload();
     expect(ring.authenticate(only.key)).toBeUndefined();
+    expect(ring.publishers).toBe(1);
+    expect(loads).toBe(2);
     await pstore.revoke('pub-both');
   });
 

@@ -1,10 +1,14 @@
 /**
  * The reader's PublishPort is started on its first upload (what it loads, BullMQ and the document
- * validator, costs a reader that never takes one nothing): started once for concurrent first
- * uses, tried again after a failed start, never started by a close, closed when it was started.
+ * validator, costs a reader that never takes one nothing) or when prepared (a reader holding
+ * publisher keys, before it listens): started once for concurrent first uses, tried again after a
+ * failed start, never started by a close, closed when it was started. Prepared only where a key
+ * may publish, and a failed preparation leaves the start to the first upload.
  */
 import { describe, expect, it } from 'vitest';
 import { lazyPublisher, type ClosablePublisher } from '../../src/ports/lazy-publisher.js';
+import { preparePublisher } from '../../src/reader/publishing/prepare.js';
+import { capturingLogger } from '../helpers/log.js';
 
 function fakePublisher(log: string[]): ClosablePublisher {
   return {
@@ -67,5 +71,81 @@ describe('lazyPublisher', () => {
     await port.close();
     await expect(port.submit('a.json', bytes, new Date())).rejects.toThrow('closed');
     expect(starts).toBe(0);
+  });
+
+  it('prepare starts it once, and the uploads after it use that start', async () => {
+    const log: string[] = [];
+    let starts = 0;
+    const port = lazyPublisher(async () => {
+      starts++;
+      return fakePublisher(log);
+    });
+    await Promise.all([port.prepare(), port.prepare()]);
+    expect(starts).toBe(1);
+    expect(log).toEqual([]);
+    await port.submit('a.json', bytes, new Date());
+    expect(starts).toBe(1);
+    expect(log).toEqual(['submit a.json']);
+  });
+});
+
+/** The key ring's part: how many keys may publish, and its loads. */
+function fakeKeys(publishers: number) {
+  const listeners = new Set<() => void>();
+  return {
+    publishers,
+    onLoaded(l: () => void) {
+      listeners.add(l);
+      return () => listeners.delete(l);
+    },
+    /** A reload that finds `n` publisher keys. */
+    load(n: number) {
+      this.publishers = n;
+      for (const l of [...listeners]) l();
+    },
+  };
+}
+
+describe('preparePublisher', () => {
+  it('loads the publisher before listening when a key may publish, and never without a publisher port', async () => {
+    let starts = 0;
+    const port = lazyPublisher(async () => {
+      starts++;
+      return fakePublisher([]);
+    });
+    const { log } = capturingLogger('warn');
+    expect(await preparePublisher(undefined, fakeKeys(3), log)).toBe(false);
+    expect(await preparePublisher(port, fakeKeys(1), log)).toBe(true);
+    expect(starts).toBe(1);
+  });
+
+  it('without publisher keys, loads it once the first reload brings one, and only once', async () => {
+    let starts = 0;
+    const port = lazyPublisher(async () => {
+      starts++;
+      return fakePublisher([]);
+    });
+    const keys = fakeKeys(0);
+    const { log } = capturingLogger('warn');
+    expect(await preparePublisher(port, keys, log)).toBe(false);
+    keys.load(0);
+    expect(starts).toBe(0);
+    keys.load(2);
+    keys.load(3);
+    await new Promise((r) => setImmediate(r));
+    expect(starts).toBe(1);
+  });
+
+  it('a load that fails is logged and left to the first upload', async () => {
+    let starts = 0;
+    const failing = lazyPublisher(async () => {
+      if (++starts === 1) throw new Error('Redis away');
+      return fakePublisher([]);
+    });
+    const { log, lines } = capturingLogger('warn');
+    expect(await preparePublisher(failing, fakeKeys(1), log)).toBe(false);
+    expect(lines.map((l) => l.msg)).toEqual(['cannot load the publisher yet; the first upload tries again']);
+    await expect(failing.submit('a.json', bytes, new Date())).resolves.toEqual({ outcome: 'pending' });
+    expect(starts).toBe(2);
   });
 });
