@@ -30,7 +30,7 @@ export interface DeltaFacts {
 }
 
 export interface DeltaFactsDeps {
-  readonly pool: Pick<Pool, 'run'>;
+  readonly pool: Pick<Pool, 'run' | 'full'>;
   readonly bytes: VersionBytes;
   /** Bases larger than this are never diffed. */
   readonly maxBytes: number;
@@ -101,6 +101,8 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
 
   const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
+    // A base read from the store costs a read: not for a build the pool would refuse.
+    if (base === undefined && pool.full) throw new PoolBusy();
     const from = base ? shared(base) : await deps.bytes.get(name, baseSha);
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
     // An older base (read from the store for this build alone) is moved to the thread.

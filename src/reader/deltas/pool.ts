@@ -33,6 +33,8 @@ export interface Pool {
   run<T>(make: () => Message): Promise<T>;
   /** Tasks running or waiting. */
   readonly pending: number;
+  /** `run` would refuse a task now (every thread busy and the queue full). */
+  readonly full: boolean;
   close(): Promise<void>;
 }
 
@@ -112,6 +114,13 @@ export function createPool(opts: PoolOptions): Pool {
     }
   };
 
+  const isFull = (): boolean => {
+    if (queue.length < opts.maxQueued) return false;
+    let busy = 0;
+    for (const t of threads) if (t.task !== undefined) busy++;
+    return busy >= opts.threads;
+  };
+
   const next = () => {
     if (closed || queue.length === 0) return;
     for (const t of threads) {
@@ -127,12 +136,14 @@ export function createPool(opts: PoolOptions): Pool {
   return {
     run<T>(make: () => Message): Promise<T> {
       if (closed) return Promise.reject(new Error('the worker pool is closed'));
-      const busy = [...threads].filter((t) => t.task !== undefined).length;
-      if (busy >= opts.threads && queue.length >= opts.maxQueued) return Promise.reject(new PoolBusy());
+      if (isFull()) return Promise.reject(new PoolBusy());
       return new Promise<T>((resolve, reject) => {
         queue.push({ make, resolve: resolve as (v: unknown) => void, reject });
         next();
       });
+    },
+    get full() {
+      return isFull();
     },
     get pending() {
       return queue.length + [...threads].filter((t) => t.task !== undefined).length;

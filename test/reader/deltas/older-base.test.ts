@@ -3,7 +3,8 @@
  * for that build alone and handed to the build's thread. Bases read both ways the store reads (a
  * small object with synchronous calls, into a slice of Node's buffer pool, which cannot move to a
  * thread and is copied; a large one on the thread pool, into a buffer of its own, which moves) give
- * patches that rebuild the version, build after build on the same thread. Real worker threads (built from dist/), a real filesystem store.
+ * patches that rebuild the version, build after build on the same thread. A build the pool would
+ * refuse reads no base. Real worker threads (built from dist/), a real filesystem store.
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -78,5 +79,48 @@ describe('a patch from an older base read from the store', () => {
       expect(jsonpatch.applyPatch(docOf(events, 0), ops).newDocument, label).toEqual(docOf(events, 1));
     }
     expect(lines).toEqual([]);
+  });
+
+  it('reads no base for a build the pool would refuse: the request gets the whole file, and a later one its patch', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oddsfiles-older-base-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const store = createFsStore(pathToFileURL(dir).href, { syncIoMaxBytes: SYNC_MAX });
+    let gets = 0;
+    const counted = { get: (k: string) => (gets++, store.get(k)) };
+    const pool = createPool({
+      script: workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js'),
+      threads: 1,
+      maxQueued: 4,
+      taskTimeoutMs: 20_000,
+    });
+    cleanups.push(() => pool.close());
+    let full = true;
+    const gate = {
+      run: pool.run.bind(pool),
+      get full() {
+        return full;
+      },
+    };
+    const { log } = capturingLogger('warn');
+    const facts = createDeltaFacts({ pool: gate, bytes: createVersionBytes({ store: counted, maxBytes: 0 }), maxBytes: 10_000_000, log });
+    const put = async (doc: unknown) => {
+      const bytes = Buffer.from(JSON.stringify(doc, null, 2));
+      const sha256 = createHash('sha256').update(bytes).digest('hex');
+      await store.put(objectKey(FILE, sha256), bytes);
+      return { bytes, sha256 };
+    };
+    const base = await put(docOf(100, 0));
+    const target = await put(docOf(100, 1));
+    const now = new Date().toISOString();
+    const entry: CatalogEntry = {
+      ...{ filename: FILE, bookmaker: 'b', kind: 'live', sport: null, object: objectKey(FILE, target.sha256) },
+      ...{ sha256: target.sha256, size: target.bytes.length, generatedAt: now, generatedAtMs: Date.parse(now), publishedAt: now },
+    };
+    const version = trustedVersion(entry, 1, target.bytes);
+    for (let i = 0; i < 3; i++) expect((await facts.pair(version, base.sha256, ['json-patch']))?.['json-patch']).toBeUndefined();
+    expect(gets).toBe(0);
+    full = false;
+    expect((await facts.pair(version, base.sha256, ['json-patch']))?.['json-patch']).toBeDefined();
+    expect(gets).toBe(1);
   });
 });

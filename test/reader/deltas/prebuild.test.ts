@@ -42,7 +42,12 @@ async function setup(prebuildForMs: number) {
   });
   cleanups.push(() => pool.close());
   let builds = 0;
-  const counted = { run: <T>(make: Parameters<Pool['run']>[0]) => (builds++, pool.run<T>(make)) };
+  const counted = {
+    run: <T>(make: Parameters<Pool['run']>[0]) => (builds++, pool.run<T>(make)),
+    get full() {
+      return pool.full;
+    },
+  };
   const { log } = capturingLogger('error');
   const facts = createDeltaFacts({ pool: counted, bytes: createVersionBytes({ store }), maxBytes: 1_000_000, log });
   const listeners = new Set<(v: Version) => void>();
