@@ -4,8 +4,9 @@
  * (base, version) pair and IM asked for, in a cache bounded in bytes. Every outcome is kept, "no
  * patch" included (the base is gone, too big, the build failed or timed out), so a patch is built
  * at most once while it is cached. Builds are deduplicated, at most `perFile` at once per filename, and
- * the pool bounds them per reader: past either bound a pair is refused (`undefined`) and the
- * request is answered with the whole file, nothing kept.
+ * the pool bounds them per reader, as READS_AT_ONCE bounds the older bases read from the store:
+ * past a bound a pair is refused (`undefined`) and the request is answered with the whole file,
+ * nothing kept.
  */
 import { isMarkedAsUntransferable } from 'node:worker_threads';
 import { LRUCache } from 'lru-cache';
@@ -45,6 +46,9 @@ interface Reply {
   readonly digest: string | null;
   readonly patches: Record<string, Record<string, Uint8Array>>;
 }
+
+/** Older bases read from the store at once, per reader. */
+const READS_AT_ONCE = 2;
 
 /** Kept for an IM of a pair that has no patch. */
 const NONE = 'none';
@@ -99,11 +103,23 @@ export function createDeltaFacts(deps: DeltaFactsDeps): DeltaFacts {
       return { message: { to, toSha, from: own, fromSha, ims }, transfer: [own.buffer as ArrayBuffer] };
     });
 
+  let reading = 0;
+  const readBase = async (name: string, sha: string) => {
+    reading++;
+    try {
+      return await deps.bytes.get(name, sha);
+    } finally {
+      reading--;
+    }
+  };
+
   const build = async (version: Version, baseSha: string, base: Version | undefined, ims: readonly Im[]): Promise<Patches> => {
     const name = version.entry.filename;
-    // A base read from the store costs a read: not for a build the pool would refuse.
-    if (base === undefined && pool.full) throw new PoolBusy();
-    const from = base ? shared(base) : await deps.bytes.get(name, baseSha);
+    // A base read from the store costs a read and its bytes until the build: none for a build the
+    // pool would refuse, and at most READS_AT_ONCE under way (bases waiting in the pool's queue
+    // are bounded by it).
+    if (base === undefined && (pool.full || reading >= READS_AT_ONCE)) throw new PoolBusy();
+    const from = base ? shared(base) : await readBase(name, baseSha);
     if (from === undefined || from.length > deps.maxBytes) return NO_PATCH;
     // An older base (read from the store for this build alone) is moved to the thread.
     const reply = await run(shared(version), version.entry.sha256, from, baseSha, ims, base === undefined);

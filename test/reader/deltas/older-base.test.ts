@@ -4,7 +4,7 @@
  * small object with synchronous calls, into a slice of Node's buffer pool, which cannot move to a
  * thread and is copied; a large one on the thread pool, into a buffer of its own, which moves) give
  * patches that rebuild the version, build after build on the same thread. A build the pool would
- * refuse reads no base. Real worker threads (built from dist/), a real filesystem store.
+ * refuse reads no base, and no more than two bases are read at once. Real worker threads (built from dist/), a real filesystem store.
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -122,5 +122,52 @@ describe('a patch from an older base read from the store', () => {
     full = false;
     expect((await facts.pair(version, base.sha256, ['json-patch']))?.['json-patch']).toBeDefined();
     expect(gets).toBe(1);
+  });
+
+  it('reads at most two bases at once: a third build is refused while they are under way', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oddsfiles-older-base-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const store = createFsStore(pathToFileURL(dir).href, { syncIoMaxBytes: SYNC_MAX });
+    // The store's reads held until released, so that they are under way together.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let gets = 0;
+    const held = { get: async (k: string) => (gets++, await released, store.get(k)) };
+    const pool = createPool({
+      script: workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js'),
+      threads: 1,
+      maxQueued: 4,
+      taskTimeoutMs: 20_000,
+    });
+    cleanups.push(() => pool.close());
+    const { log } = capturingLogger('warn');
+    const facts = createDeltaFacts({ pool, bytes: createVersionBytes({ store: held, maxBytes: 0 }), maxBytes: 10_000_000, log });
+    const pairs = await Promise.all(
+      ['site_live_a_b.json', 'site_live_c_d.json', 'site_live_e_f.json'].map(async (filename) => {
+        const put = async (doc: unknown) => {
+          const bytes = Buffer.from(JSON.stringify(doc, null, 2));
+          const sha256 = createHash('sha256').update(bytes).digest('hex');
+          await store.put(objectKey(filename, sha256), bytes);
+          return { bytes, sha256 };
+        };
+        const base = await put(docOf(100, 0));
+        const target = await put(docOf(100, 1));
+        const now = new Date().toISOString();
+        const entry: CatalogEntry = {
+          ...{ filename, bookmaker: 'b', kind: 'live', sport: null, object: objectKey(filename, target.sha256) },
+          ...{ sha256: target.sha256, size: target.bytes.length, generatedAt: now, generatedAtMs: Date.parse(now), publishedAt: now },
+        };
+        return { version: trustedVersion(entry, 1, target.bytes), base: base.sha256 };
+      }),
+    );
+    const asked = pairs.map((p) => facts.pair(p.version, p.base, ['json-patch']));
+    await new Promise((r) => setImmediate(r));
+    expect(gets).toBe(2);
+    release();
+    const answers = await Promise.all(asked);
+    expect(answers.map((a) => a?.['json-patch'] !== undefined)).toEqual([true, true, false]);
+    // Refused, not kept: asked again, it is built.
+    expect((await facts.pair(pairs[2]!.version, pairs[2]!.base, ['json-patch']))?.['json-patch']).toBeDefined();
+    expect(gets).toBe(3);
   });
 });
