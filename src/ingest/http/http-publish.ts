@@ -47,7 +47,9 @@ export interface HttpPublisher extends PublishPort {
 export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpPublisher> {
   const { config, queue, store, catalog, registry, log } = deps;
   const outcomes = createOutcomeEvents(deps.eventsConnection, config.redis.prefix, log);
-  let validate: DocumentValidator | undefined;
+  // Compiled with the publisher, not on the first dry run: the compile holds the event loop for
+  // tens of milliseconds, and the publisher is loaded before a consumer could feel it.
+  const validate: DocumentValidator = createDocumentValidator(config.limits, loadDocumentSchema());
 
   const submit = async (filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome> => {
     const claimId = newClaimId(receivedAt);
@@ -95,7 +97,6 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
   const check = async (filename: string, bytes: Buffer, receivedAt: Date): Promise<DryRunOutcome> => {
     const feed = parseFilename(registry, filename);
     if (!feed) return { outcome: 'rejected', reason: 'unknown_filename', detail: `"${filename}" is not a feed filename of the registry` };
-    validate ??= createDocumentValidator(config.limits, loadDocumentSchema());
     const currentP = catalog.get(feed.filename);
     currentP.catch(() => undefined); // awaited below
     let doc;
