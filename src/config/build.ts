@@ -148,6 +148,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       http: f.publish.http,
       rate: { max: f.publish.rate.max, perMs: dur(f.publish.rate.per) },
       uploadTimeoutMs: dur(f.publish.upload_timeout),
+      queueTimeoutMs: dur(f.publish.queue_timeout),
       settleTimeoutMs: dur(f.publish.settle_timeout),
       maxUploads: f.publish.max_uploads,
       uploadsPerKey: f.publish.uploads_per_key,

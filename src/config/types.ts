@@ -154,6 +154,8 @@ export interface Config {
     readonly rate: Rate;
     /** Longest time a PUT's body may take to arrive. */
     readonly uploadTimeoutMs: number;
+    /** Longest wait for Redis to queue a PUT's job (and, for a dry run, to read the published version); then 503, nothing kept. */
+    readonly queueTimeoutMs: number;
     /** Longest wait for a worker to settle a PUT's job; then 504 (the job stays queued). */
     readonly settleTimeoutMs: number;
     /** PUT bodies received at once per reader process. */

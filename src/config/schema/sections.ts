@@ -104,6 +104,10 @@ export const PublishSection = Type.Object(
       description: 'PUTs allowed per publisher key, unless its plan says `publish_rate`',
     }),
     upload_timeout: duration({ default: '20s', description: 'a PUT whose body has not fully arrived by then is refused (408) and leaves nothing behind' }),
+    queue_timeout: duration({
+      default: '5s',
+      description: 'a PUT that cannot be queued by then (Redis away or not answering) gets 503 and nothing is kept',
+    }),
     settle_timeout: duration({
       default: '30s',
       description: 'a PUT whose job no worker has settled by then gets 504 (it stays queued and is settled later)',

@@ -28,6 +28,7 @@ import { enqueueClaim, type IngestQueue, type IngestResult } from '../queue.js';
 import { createOutcomeEvents } from './outcome-events.js';
 import { stagedKey } from './staged.js';
 import { sha256Hex } from '../../sha256.js';
+import { withTimeout } from '../../timeout.js';
 
 export interface HttpPublisherDeps {
   readonly config: Pick<Config, 'limits' | 'publish' | 'redis'>;
@@ -63,18 +64,27 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
       return { outcome: 'withdrawn' };
     }
     // Listening before the job is queued: its outcome cannot come before the reading starts.
+    // Bounded: while Redis is away its client holds commands until it reconnects, and the
+    // publisher is owed an answer (503) rather than a wait of unknown length.
+    const queuing = (async () => {
+      const events = await outcomes.acquire();
+      try {
+        return { events, job: await enqueueClaim(queue, claimId, filename, receivedAt.getTime(), true) };
+      } catch (err) {
+        outcomes.release();
+        throw err;
+      }
+    })();
     let events: QueueEvents;
-    try {
-      events = await outcomes.acquire();
-    } catch (err) {
-      await store.delete(key).catch(() => undefined);
-      throw err;
-    }
     let job;
     try {
-      job = await enqueueClaim(queue, claimId, filename, receivedAt.getTime(), true);
+      ({ events, job } = await withTimeout(queuing, config.publish.queueTimeoutMs, 'queueing the upload'));
     } catch (err) {
-      outcomes.release();
+      // Queued late (Redis back): that job finds no staged bytes and settles nothing.
+      queuing.then(
+        () => outcomes.release(),
+        () => undefined,
+      );
       await store.delete(key).catch(() => undefined); // else the sweep removes it
       throw err;
     }
@@ -97,7 +107,7 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
   const check = async (filename: string, bytes: Buffer, receivedAt: Date): Promise<DryRunOutcome> => {
     const feed = parseFilename(registry, filename);
     if (!feed) return { outcome: 'rejected', reason: 'unknown_filename', detail: `"${filename}" is not a feed filename of the registry` };
-    const currentP = catalog.get(feed.filename);
+    const currentP = withTimeout(catalog.get(feed.filename), config.publish.queueTimeoutMs, 'reading the published version');
     currentP.catch(() => undefined); // awaited below
     let doc;
     try {
