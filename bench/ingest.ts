@@ -9,7 +9,9 @@
  * Variants, started side by side and measured in interleaved rounds (order shuffled per round, the
  * reference included): every role in one process (`npm start`), watcher+worker with
  * ingest.concurrency 1, 4 (the default) and 16, watcher+worker plus a second worker process, and
- * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads). `--baseline`
+ * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads); and two
+ * floors of the same architecture, not oddsfiles: the bare pipeline of the freshness benches
+ * (bench/lib/bare/pipeline.ts), straight from its watcher and through a BullMQ queue. `--baseline`
  * runs each picked variant a second time from another build, in the same rounds: an A/B of a
  * change. `--profile` takes V8 CPU profiles of two variants instead of the table.
  */
@@ -21,6 +23,7 @@ import { TEST_REDIS_URL } from '../test/helpers/redis.js';
 import { benchArgs, commandLine } from './lib/common/cli.js';
 import { docTemplate, type DocTemplate } from './lib/common/drops.js';
 import { machineInfo, machineLine } from './lib/common/machine.js';
+import { BareSystem } from './lib/bare/system.js';
 import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/common/oddsfiles-system.js';
 import { profileTables, summarizeProfile } from './lib/common/profile.js';
 import { publishReport, table } from './lib/common/report.js';
@@ -28,7 +31,7 @@ import { ingestRound, referenceRound } from './lib/common/rounds.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
-const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32'];
+const VARIANT_IDS = ['single', 'c1', 'default', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
 
 const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
   rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
@@ -58,7 +61,9 @@ interface Variant {
   readonly id?: string;
   readonly name: string;
   readonly options: Omit<OddsfilesOptions, 'label'>;
-  sys?: OddsfilesSystem;
+  /** Not oddsfiles: the bare pipeline (bench/lib/bare/pipeline.ts), through a BullMQ queue of this concurrency if given. */
+  readonly bare?: { queue?: number };
+  sys?: OddsfilesSystem | BareSystem;
   readonly seconds: number[];
   /** CPU ms of all the variant's processes per round. */
   readonly cpu: number[];
@@ -76,7 +81,8 @@ async function main(): Promise<void> {
       (v.options as { nodeArgs?: string[] }).nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, String(variants.indexOf(v)))}`];
   }
   log('starting the variants…');
-  for (const [i, v] of variants.entries()) v.sys = await OddsfilesSystem.start({ label: `ingest${i}`, ...v.options });
+  for (const [i, v] of variants.entries())
+    v.sys = v.bare ? await BareSystem.start(`ingest${i}-bare`, v.bare) : await OddsfilesSystem.start({ label: `ingest${i}`, ...v.options });
   const reference = await measureRounds(variants, templates);
   const timingRows = timingTable(variants);
   for (const v of variants) await v.sys!.stop();
@@ -102,6 +108,30 @@ function pickVariants(): Variant[] {
       seconds: [],
       cpu: [],
     },
+    {
+      id: 'bare',
+      name: 'floor: the bare pipeline (fs.watch → claim → read → JSON.parse → sha256 → durable store → Redis commit), no queue',
+      options: { shape: 'ingest' },
+      bare: {},
+      seconds: [],
+      cpu: [],
+    },
+    {
+      id: 'bare-queue',
+      name: 'floor: the same through a BullMQ queue, concurrency 4 (as the default)',
+      options: { shape: 'ingest' },
+      bare: { queue: 4 },
+      seconds: [],
+      cpu: [],
+    },
+    {
+      id: 'bare-queue16',
+      name: 'floor: the same through a BullMQ queue, concurrency 16',
+      options: { shape: 'ingest' },
+      bare: { queue: 16 },
+      seconds: [],
+      cpu: [],
+    },
   ];
   if (PICKED) {
     const unknown = PICKED.filter((id) => !variants.some((v) => v.id === id));
@@ -110,7 +140,7 @@ function pickVariants(): Variant[] {
   }
   if (BASELINE) {
     const bin = builtEntry(BASELINE);
-    variants.push(...variants.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
+    variants.push(...variants.filter((v) => !v.bare).map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
   }
   return variants;
 }
@@ -154,7 +184,7 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
   refCpu.length = 0;
   durableCpu.length = 0;
   for (const v of variants) v.cpu.length = 0;
-  for (const v of variants) v.sys!.procs.forEach((p) => p.readLines('"jobId"'));
+  for (const v of variants) if (v.sys instanceof OddsfilesSystem) v.sys.procs.forEach((p) => p.readLines('"jobId"'));
 
   const started = Date.now();
   for (let r = 0; r < ROUNDS; r++) {
@@ -187,7 +217,8 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
 function timingTable(variants: readonly Variant[]): string[][] {
   const timingRows: string[][] = [];
   for (const v of variants) {
-    const lines = v.sys!.procs.flatMap((p) => p.readLines('"jobId"')).filter((l) => l.outcome === 'published');
+    if (!(v.sys instanceof OddsfilesSystem)) continue;
+    const lines = v.sys.procs.flatMap((p) => p.readLines('"jobId"')).filter((l) => l.outcome === 'published');
     const t = (k: string) => median(lines.map((l) => (l.timings as Record<string, number>)[k] ?? Number.NaN));
     const rv = median(lines.map((l) => ((l.timings as Record<string, number>).read ?? Number.NaN) + ((l.timings as Record<string, number>).validate ?? 0)));
     timingRows.push([
@@ -210,7 +241,7 @@ async function profileReport(variants: readonly Variant[], drops: number, profil
     const dir = join(profileDir, String(i));
     for (const f of await readdir(dir)) {
       const s = summarizeProfile(join(dir, f));
-      const proc = v.sys!.procs.find((p) => f.includes(String(p.pid)));
+      const proc = v.sys instanceof OddsfilesSystem ? v.sys.procs.find((p) => f.includes(String(p.pid))) : undefined;
       lines.push(
         `### ${v.name}, process ${proc ? proc.roles.join('+') : f}: ${fmtInt(s.busyMs)} ms busy (${fmtMs(s.busyMs / (ROUNDS * drops + drops))} ms per drop, warm-up included)`,
       );
@@ -270,7 +301,7 @@ function report(
       fmtX(rate / refRate),
       paired(v.seconds),
       fmtMs(cpuPerDrop(v.cpu)),
-      rate / refRate >= 0.7 ? 'met' : '**missed**',
+      v.bare ? 'floor' : rate / refRate >= 0.7 ? 'met' : '**missed**',
     ]);
   }
   return [

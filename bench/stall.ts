@@ -25,7 +25,7 @@ import { publishReport } from './lib/common/report.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { inboxOf, keepAliveGet } from './lib/stall/client.js';
 import { patchCost } from './lib/stall/cost.js';
-import type { Floor } from './lib/stall/floor.js';
+import { measureBuildFloor, type BuildFloor, type Floor } from './lib/stall/floor.js';
 import { MB, memLine, startMeter, type Meter } from './lib/stall/meter.js';
 import { bigVersion, deltaClients, deltaFloor, dropStorm, stalledUploads } from './lib/stall/patterns.js';
 import { logReaderProfile, stallReport } from './lib/stall/report.js';
@@ -49,20 +49,21 @@ if (!/^[abcd]+$/.test(args.only)) throw new Error(`--only takes letters of abcd 
 const DELTA = 'site_live_northwind_soccer.json';
 const BIG = 'site_pregame_bluewater_soccer.json';
 
+/** As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation. */
+const IMAGE_ENV = {
+  MALLOC_ARENA_MAX: '2',
+  NODE_OPTIONS: '--max-semi-space-size=4',
+  MALLOC_MMAP_THRESHOLD_: '131072',
+  MALLOC_TRIM_THRESHOLD_: '131072',
+};
+
 /** One reader (measured, with the loop probe) and watcher+worker in another process. */
 function startSystem(probeDir: string): Promise<OddsfilesSystem> {
   return OddsfilesSystem.start({
     label: 'stall',
     shape: 'pair',
     nodeArgs: ['--import', resolve('bench/lib/stall/loop-probe.mjs'), ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', probeDir] : [])],
-    // As the Docker image runs it (see Dockerfile): fewer malloc arenas, big blocks mapped and freed memory returned, a small young generation.
-    env: {
-      LOOP_PROBE_DIR: probeDir,
-      MALLOC_ARENA_MAX: '2',
-      NODE_OPTIONS: '--max-semi-space-size=4',
-      MALLOC_MMAP_THRESHOLD_: '131072',
-      MALLOC_TRIM_THRESHOLD_: '131072',
-    },
+    env: { LOOP_PROBE_DIR: probeDir, ...IMAGE_ENV },
     config: { reader: { request_log: 'off' }, ingest: { concurrency: 4 } },
   });
 }
@@ -90,8 +91,10 @@ async function main(): Promise<void> {
   // The 5 MB file of (a), 9 versions: the newest and the 8 bases its clients ask patches from.
   const next5 = versionsOf(DELTA, 5 * MB);
   const etags: string[] = [];
+  const versions5: Buffer[] = [];
   for (let i = 0; i < 9; i++) {
     const b = next5();
+    versions5.push(b);
     await inbox.drop(DELTA, b);
     etags.push(await inbox.served(DELTA, b));
   }
@@ -106,6 +109,11 @@ async function main(): Promise<void> {
   if (only('a')) await meter.phase('(a) deltas of a 5 MB file, 8 bases in rotation, 4 clients', () => deltaClients({ ...a, etags: etags.slice(0, 8) }));
   let floor: Floor | undefined;
   if (only('a')) floor = await deltaFloor({ ...a, etag: etags[0]!, get: http.get });
+  let buildFloor: BuildFloor | undefined;
+  if (only('a')) {
+    buildFloor = await measureBuildFloor(versions5[8]!, versions5.slice(0, 8), IMAGE_ENV);
+    log(`(a) memory floor: a bare process doing the same builds: ${JSON.stringify(buildFloor)}`);
+  }
   const afterA = await settled(meter, pid, '(a)');
 
   if (only('b')) {
@@ -139,6 +147,7 @@ async function main(): Promise<void> {
     rows: meter.rows,
     idleSteadyP99: idle.steadyP99,
     floor,
+    buildFloor,
     afterA,
     afterB,
     cost,

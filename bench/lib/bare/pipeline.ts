@@ -7,12 +7,17 @@
  *   ─▶ subscriber: re-read the object from the store ─▶ node:http serves it from a Map
  *
  * No queue, no settle delay, no schema, no newest-wins check, no manifest, no compression.
+ *
+ * With `queue` (a concurrency), each file event is a BullMQ job instead, taken by a BullMQ worker
+ * of that concurrency: the same work behind the queue oddsfiles is built on, the floor of its
+ * ingest with the packages it is made of.
  */
-import { watch } from 'node:fs';
+import { existsSync, watch } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 
 interface BareEnv {
@@ -20,6 +25,8 @@ interface BareEnv {
   prefix: string;
   redisUrl: string;
   key: string;
+  /** Through a BullMQ queue, taken at this concurrency; none: straight from the watcher. */
+  queue?: number;
 }
 
 const env = JSON.parse(process.env.BARE ?? '{}') as BareEnv;
@@ -68,7 +75,7 @@ async function handle(name: string): Promise<void> {
   } finally {
     await d.close();
   }
-  const entry = JSON.stringify({ name, sha, object, generatedAt: doc.generated_at });
+  const entry = JSON.stringify({ name, sha256: sha, object, generatedAt: doc.generated_at });
   await redis.multi().hset(catalog, name, entry).publish(channel, entry).exec();
   await unlink(claim);
 }
@@ -83,12 +90,34 @@ async function main(): Promise<void> {
   await Promise.all([ready(redis), ready(sub)]);
   await sub.subscribe(channel);
   sub.on('message', (_ch: string, message: string) => {
-    const m = JSON.parse(message) as { name: string; sha: string; object: string };
-    void readFile(m.object).then((body) => held.set(m.name, { body, etag: `"${m.sha.slice(0, 32)}"` }));
+    const m = JSON.parse(message) as { name: string; sha256: string; object: string };
+    void readFile(m.object).then((body) => held.set(m.name, { body, etag: `"${m.sha256.slice(0, 32)}"` }));
   });
+  const failed = (err: unknown) => process.stderr.write(`bare: ${(err as Error).message}\n`);
+  let take = (name: string) => void handle(name).catch(failed);
+  let closeQueue = async () => {};
+  if (env.queue) {
+    const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+    const queue = new Queue<{ name: string }>('bare', { connection, prefix: env.prefix });
+    const worker = new Worker<{ name: string }>('bare', (job) => handle(job.data.name), {
+      connection: new Redis(env.redisUrl, { maxRetriesPerRequest: null }),
+      prefix: env.prefix,
+      concurrency: env.queue,
+    });
+    worker.on('failed', (_job, err) => failed(err));
+    await worker.waitUntilReady();
+    // fs.watch also tells of the claim's rename out of the inbox: a file no longer there is not queued.
+    take = (name) => {
+      if (existsSync(join(inbox, name))) void queue.add('drop', { name }, { removeOnComplete: true }).catch(failed);
+    };
+    closeQueue = async () => {
+      await worker.close();
+      await queue.close();
+    };
+  }
   watch(inbox, (_event, name) => {
     if (!name || name.startsWith('.') || name.endsWith('.tmp') || name.endsWith('.part')) return;
-    handle(name).catch((err: unknown) => process.stderr.write(`bare: ${(err as Error).message}\n`));
+    take(name);
   });
   const server = createServer((req, res) => {
     if (req.headers['x-api-key'] !== env.key) {
@@ -113,7 +142,8 @@ async function main(): Promise<void> {
     const a = server.address();
     process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}` })}\n`);
   });
-  process.on('SIGTERM', () => {
+  process.on('SIGTERM', async () => {
+    await closeQueue().catch(failed);
     server.close();
     redis.disconnect();
     sub.disconnect();

@@ -32,11 +32,16 @@ export class BareSystem {
     return `${this.prefix}:bare:changes`;
   }
 
+  get catalogKey(): string {
+    return `${this.prefix}:bare:catalog`;
+  }
+
   pids(): number[] {
     return this.proc?.pid ? [this.proc.pid] : [];
   }
 
-  static async start(label: string): Promise<BareSystem> {
+  /** `queue`: its file events go through a BullMQ queue, taken at this concurrency (pipeline.ts). */
+  static async start(label: string, opts: { queue?: number } = {}): Promise<BareSystem> {
     const dataDir = await tempDir(label);
     const prefix = benchPrefix(label);
     const sys = new BareSystem(label, dataDir, prefix);
@@ -44,7 +49,7 @@ export class BareSystem {
     await mkdir(join(dataDir, 'inbox', '.processing'), { recursive: true });
     const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT], {
       cwd: ROOT,
-      env: { ...process.env, BARE: JSON.stringify({ dataDir, prefix, redisUrl: TEST_REDIS_URL, key: sys.key }) },
+      env: { ...process.env, BARE: JSON.stringify({ dataDir, prefix, redisUrl: TEST_REDIS_URL, key: sys.key, ...opts }) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     sys.proc = child;

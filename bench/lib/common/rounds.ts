@@ -29,7 +29,7 @@ export async function catalogShas(redis: Redis, key: string): Promise<Map<string
  * `pollMs`; false after `timeoutMs`.
  */
 export async function waitSettled(
-  sys: OddsfilesSystem,
+  sys: System,
   redis: Redis,
   wanted: readonly { name: string; sha256: string }[],
   timeoutMs: number,
@@ -136,13 +136,7 @@ export interface Round {
  * first, once `quiet()` is idle); timed until settled. Its CPU is read once the processes are idle
  * again, so compression and manifest writes are counted.
  */
-export async function ingestRound(
-  sys: OddsfilesSystem,
-  templates: readonly DocTemplate[],
-  redis: Redis,
-  quiet: () => number[],
-  timeoutMs = 120_000,
-): Promise<Round> {
+export async function ingestRound(sys: System, templates: readonly DocTemplate[], redis: Redis, quiet: () => number[], timeoutMs = 120_000): Promise<Round> {
   const vs = versions(templates);
   const staged = await stage(sys.inbox, vs);
   await quiesce(quiet());

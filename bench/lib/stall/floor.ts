@@ -3,12 +3,17 @@
  * a bare node:http server (bench/lib/bare/delta-server.mjs) that answers with bytes made in advance, of the
  * sizes the reader sent. What the steady client's p99 becomes there is what the machine itself
  * costs it when four clients ask as fast as answers come (the clients and the server share its cores).
+ *
+ * And the floor of (a)'s memory: a bare Node process doing only (a)'s builds with the reader's own
+ * build step (bench/lib/bare/delta-builds.mjs), on its main thread and in one worker thread.
  */
 import { once } from 'node:events';
-import { resolve } from 'node:path';
+import { writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { spawnTracked } from '../../../test/helpers/processes.js';
+import { tempDir } from '../common/run.js';
 import { quantile } from '../common/stats.js';
 
 export interface FloorOptions {
@@ -70,4 +75,32 @@ export async function measureFloor(o: FloorOptions): Promise<Floor> {
   } finally {
     server.kill('SIGKILL');
   }
+}
+
+export interface BuildFloor {
+  /** RSS of the bare process once its modules are loaded, MB. */
+  readonly loadedMb: number;
+  /** Its peak RSS doing the builds on its main thread, and in one worker thread, MB. */
+  readonly mainPeakMb: number;
+  readonly threadPeakMb: number;
+}
+
+/** The builds of `bases` against `target` in a bare process, with the reader's memory options (`env`). */
+export async function measureBuildFloor(target: Buffer, bases: readonly Buffer[], env: Record<string, string>): Promise<BuildFloor> {
+  const dir = await tempDir('stall-build-floor');
+  await writeFile(join(dir, 'target.json'), target);
+  for (const [i, b] of bases.entries()) await writeFile(join(dir, `base-${i}.json`), b);
+  const run = async (thread: boolean) => {
+    const child = spawnTracked(process.execPath, [resolve('bench/lib/bare/delta-builds.mjs'), JSON.stringify({ dir, bases: bases.length, thread })], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, ...env },
+    });
+    const exited = once(child, 'exit');
+    const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+    await exited;
+    return JSON.parse(line) as { loaded: number; peak: number };
+  };
+  const main = await run(false);
+  const thread = await run(true);
+  return { loadedMb: main.loaded, mainPeakMb: main.peak, threadPeakMb: thread.peak };
 }

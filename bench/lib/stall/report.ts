@@ -11,7 +11,7 @@ import { summarizeProfile } from '../common/profile.js';
 import { table } from '../common/report.js';
 import { log } from '../common/run.js';
 import type { PatchCost } from './cost.js';
-import type { Floor } from './floor.js';
+import type { BuildFloor, Floor } from './floor.js';
 import { MB } from './meter.js';
 
 /** The reader's CPU profile (in `probeDir`, written by --cpu-prof at its exit), whole and cut to each span. */
@@ -34,6 +34,7 @@ export interface StallResults {
   readonly rows: readonly (readonly string[])[];
   readonly idleSteadyP99: number;
   readonly floor: Floor | undefined;
+  readonly buildFloor: BuildFloor | undefined;
   /** The reader's RSS 12 s after (a) and after (b), bytes. */
   readonly afterA: number;
   readonly afterB: number;
@@ -70,6 +71,12 @@ export function stallReport(r: StallResults): string {
           )
             .map(([s, n]) => `${n}× ${s}`)
             .join(', ')}): ${(floor.loadedP99 / floor.idleP99).toFixed(1)}× its idle p99.`,
+          '',
+        ]
+      : []),
+    ...(r.buildFloor
+      ? [
+          `The floor of (a)'s memory: a bare Node process doing only (a)'s 8 builds with the reader's build step (the newest version parsed once and kept, as a build thread keeps it; the image's memory options): ${r.buildFloor.loadedMb.toFixed(0)} MB once loaded, peak ${r.buildFloor.mainPeakMb.toFixed(0)} MB building on its main thread, ${r.buildFloor.threadPeakMb.toFixed(0)} MB in one worker thread (as the reader builds).`,
           '',
         ]
       : []),
