@@ -8,6 +8,7 @@ import { createCatalog, type Catalog } from './catalog/redis-catalog.js';
 import { buildRegistry, type FeedRegistry } from './feeds/registry.js';
 import type { IngestQueue } from './ingest/queue.js';
 import type { Logger } from './log.js';
+import { RedisUnavailableError } from './errors.js';
 import type { Metrics } from './ops/metrics.js';
 import type { Store } from './store/store.js';
 import type { RunningReader } from './reader/index.js';
@@ -76,7 +77,7 @@ export async function startService(config: Config, roles: readonly Role[], log: 
     log.info({ roles, redis: redactUrl(core.redisUrl), prefix: config.redis.prefix, store: core.store.description, reader: readerUrl }, 'oddsfiles started');
     return { roles, readerUrl, close };
   } catch (err) {
-    await close();
+    await stops.stop({ redisGone: err instanceof RedisUnavailableError });
     throw err;
   }
 }

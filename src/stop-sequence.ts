@@ -22,7 +22,8 @@ export interface StopSequence {
   watch(connection: Redis): void;
   /** True once `stop` was called. */
   readonly stopping: boolean;
-  stop(): Promise<void>;
+  /** `redisGone`: Redis is known not to answer (a start that could not reach it): its connections are dropped first, not at the deadline. */
+  stop(opts?: { redisGone?: boolean }): Promise<void>;
 }
 
 export function createStopSequence(log: Logger, shutdownTimeoutMs: number): StopSequence {
@@ -46,8 +47,9 @@ export function createStopSequence(log: Logger, shutdownTimeoutMs: number): Stop
     get stopping() {
       return stopping;
     },
-    async stop() {
+    async stop(opts = {}) {
       stopping = true;
+      if (opts.redisGone) dropStuckConnections();
       let late: (() => void) | undefined;
       const lateSignal = new Promise<void>((resolve) => (late = resolve));
       const deadline = setTimeout(() => {

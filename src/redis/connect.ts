@@ -98,11 +98,12 @@ export function whenReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
       redis.off('ready', onReady);
       redis.off('error', onError);
       const why = lastError ? ` (${lastError})` : '';
-      reject(
-        new RedisUnavailableError(
-          `cannot reach Redis at ${describeTarget(redis)} within ${timeoutMs / 1000} s${why}: is redis-server running there? Check REDIS_URL, or leave REDIS_URL unset to use the default (or the private redis-server \`oddsfiles start\` runs when nothing answers there)`,
-        ),
-      );
+      // Connected but never ready: something listens there and does not answer.
+      const message =
+        redis.status === 'connect' && !lastError
+          ? `Redis at ${describeTarget(redis)} took the connection but did not answer within ${timeoutMs / 1000} s: is it paused, overloaded or not a Redis server? Check REDIS_URL`
+          : `cannot reach Redis at ${describeTarget(redis)} within ${timeoutMs / 1000} s${why}: is redis-server running there? Check REDIS_URL, or leave REDIS_URL unset to use the default (or the private redis-server \`oddsfiles start\` runs when nothing answers there)`;
+      reject(new RedisUnavailableError(message));
     }, timeoutMs);
     const onReady = () => {
       clearTimeout(timer);

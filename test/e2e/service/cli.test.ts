@@ -9,6 +9,7 @@
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newClaimId } from '../../../src/ingest/drop-folder/inbox.js';
@@ -227,6 +228,34 @@ describe('oddsfiles commands without a worker, or without Redis', () => {
       expect(res.stderr + res.stdout, name).not.toContain('hunter2');
     }
   }, 60_000);
+});
+
+describe('Redis that takes the connection and never answers', () => {
+  let silent: Server | undefined;
+  afterAll(() => new Promise<void>((r) => (silent ? silent.close(() => r()) : r())));
+
+  it('start exits 1 with one line saying so, within its connect timeout rather than after the shutdown timeouts too', async () => {
+    const sockets: Socket[] = [];
+    silent = createServer((s) => void sockets.push(s));
+    await new Promise<void>((r) => silent!.listen(0, '127.0.0.1', r));
+    const port = (silent.address() as AddressInfo).port;
+    const dataDir = await makeDataDir('e2e-cli-silent');
+    const env = baseEnv(dataDir, uniquePrefix('e2e-cli-silent'), { REDIS_URL: `redis://127.0.0.1:${port}` });
+    const t0 = Date.now();
+    const start = await runCli(env, ['start', '--roles', 'reader'], 60_000);
+    const tookMs = Date.now() - t0;
+    for (const s of sockets) s.destroy();
+    expect(start.code).toBe(1);
+    const lines = start.stderr.trim().split('\n');
+    expect(lines, start.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      new RegExp(
+        `^oddsfiles: Redis at redis://127\\.0\\.0\\.1:${port} took the connection but did not answer within \\d+ s: is it paused, overloaded or not a Redis server\\? Check REDIS_URL`,
+      ),
+    );
+    // 10 s to connect; the stop then drops the silent connections at once (it waited ~13 s more for them).
+    expect(tookMs).toBeLessThan(19_000);
+  }, 70_000);
 });
 
 describe('oddsfiles mirror --help', () => {
