@@ -231,7 +231,10 @@ export async function runMirror(opts: MirrorOptions, io: MirrorIO): Promise<numb
     clearProgress();
     const summary = { event: 'synced', position: client.position, files: client.files.size, updated: updates, removed: removals };
     if (opts.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
-    else if (opts.once) io.stdout.write(`${summary.files} files current in ${dir} at position ${summary.position} (${updates} updated, ${removals} removed)\n`);
+    else if (opts.once)
+      io.stdout.write(
+        `${summary.files} ${summary.files === 1 ? 'file' : 'files'} current in ${dir} at position ${summary.position} (${updates} updated, ${removals} removed)\n`,
+      );
     return 0;
   } catch (err) {
     clearProgress();
