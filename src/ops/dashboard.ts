@@ -8,6 +8,7 @@
  * bull-board and is never listened on, and every request is handed to it with inject(). The
  * answers are bull-board's own, byte for byte, minus the hop-by-hop headers.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods, type onRequestHookHandler } from 'fastify';
 import type { Queue } from 'bullmq';
 import { HttpProblem } from '../errors.js';
@@ -105,9 +106,6 @@ export async function registerDashboard(app: FastifyInstance, deps: DashboardDep
     await board?.close();
   });
 }
-
-/** The rest of this turn of the event loop to the requests waiting meanwhile. */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 async function buildBoard(deps: DashboardDeps): Promise<FastifyInstance> {
   // One module graph per turn of the loop: loaded at once, they held every other request for
