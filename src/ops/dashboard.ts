@@ -7,11 +7,16 @@
  * behind the caller's guard; the first request builds a private Fastify instance that holds
  * bull-board and is never listened on, and every request is handed to it with inject(). The
  * answers are bull-board's own, byte for byte, minus the hop-by-hop headers.
+ *
+ * Redis away, the queue's connection holds its commands until Redis is back (stopped) or answers
+ * nothing (paused): a request without an answer within answerTimeoutMs gets 503 + Retry-After; the
+ * late answer, if any, is dropped.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods, type onRequestHookHandler } from 'fastify';
 import type { Queue } from 'bullmq';
 import { HttpProblem } from '../errors.js';
+import { TimeoutError, withTimeout } from '../timeout.js';
 import { jobData, jobTitle, type JobFields } from './dashboard-format.js';
 
 export const DASHBOARD_PATH = '/admin/queues';
@@ -25,7 +30,13 @@ export interface DashboardDeps {
   readonly guard: onRequestHookHandler;
   /** Retry, clean, pause... (off: a window, not a control panel). */
   readonly actions: boolean;
+  /** How long a request waits for bull-board's answer before 503 (default DASHBOARD_TIMEOUT_MS). */
+  readonly answerTimeoutMs?: number;
 }
+
+/** How long a dashboard request waits for bull-board (and the queue behind it) before answering 503. */
+export const DASHBOARD_TIMEOUT_MS = 5000;
+const RETRY_AFTER = { 'retry-after': '5' };
 
 /** HEAD comes with GET (Fastify's exposeHeadRoutes). */
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -72,17 +83,33 @@ export async function registerDashboard(app: FastifyInstance, deps: DashboardDep
     return inner;
   };
 
-  const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const board = await open().catch((err: unknown) => {
-      request.log.warn({ err: { message: (err as Error).message } }, 'the queue dashboard could not be opened');
-      throw new HttpProblem('unavailable', 'The queue dashboard cannot reach the queue right now; retry in a moment.', { 'retry-after': '5' });
-    });
-    const res = await board.inject({
+  /** bull-board's answer to `request` (its body and headers read now, before any wait). */
+  const ask = async (request: FastifyRequest) => {
+    const asked = {
       method: request.method as HTTPMethods,
       url: request.url,
       // The body was parsed here and is serialized again: its length is the inner request's own.
       headers: endToEnd(request.headers),
       ...(request.body !== undefined ? { payload: request.body as string | object } : {}),
+    };
+    const board = await open().catch((err: unknown) => {
+      request.log.warn({ err: { message: (err as Error).message } }, 'the queue dashboard could not be opened');
+      throw new HttpProblem('unavailable', 'The queue dashboard cannot reach the queue right now; retry in a moment.', RETRY_AFTER);
+    });
+    return board.inject(asked);
+  };
+
+  const timeoutMs = deps.answerTimeoutMs ?? DASHBOARD_TIMEOUT_MS;
+  const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const res = await withTimeout(ask(request), timeoutMs, 'the queue dashboard').catch((err: unknown) => {
+      if (!(err instanceof TimeoutError)) throw err;
+      // An action (POST...) may still be carried out once Redis answers: it is not sent again.
+      const action = request.method === 'GET' || request.method === 'HEAD' ? '' : ' An action sent may still be carried out once Redis answers.';
+      throw new HttpProblem(
+        'unavailable',
+        `The queue dashboard got no answer from the queue within ${timeoutMs / 1000} s (is Redis reachable?); retry in a moment.${action}`,
+        RETRY_AFTER,
+      );
     });
     const outcome = res.headers[INNER_OUTCOME];
     if (outcome === 'not-found') {

@@ -13,6 +13,7 @@
 import type { ChangeLog, LogBounds, LoggedChange } from '../../catalog/change-log.js';
 import type { Logger } from '../../log.js';
 import type { PublishedCache } from '../data/cache.js';
+import { boundedChangeLog } from '../redis-reads.js';
 import { toFeedEvent, type FeedEvent } from './event.js';
 import { createHold } from './hold.js';
 import { createRecentChanges, sinceInLog, type SinceResult } from './recent.js';
@@ -23,7 +24,7 @@ export type { SinceResult } from './recent.js';
 export interface ChangeFeedDeps {
   /** Reads with XREAD BLOCK: a connection of its own. */
   readonly tail: ChangeLog;
-  /** Range and bounds reads: the command connection. */
+  /** Range and bounds reads: the command connection (bounded for requests: redis-reads.ts). */
   readonly log: ChangeLog;
   readonly published: PublishedCache;
   readonly logger: Logger;
@@ -42,12 +43,16 @@ export interface ChangeFeed {
   readonly ready: Promise<void>;
   /** True once it does (until then, positions cannot be checked). */
   readonly started: boolean;
+  /** Read from Redis: rejects with a 503 HttpProblem within a bound while Redis is away (redis-reads.ts). */
   bounds(): Promise<LogBounds>;
   /**
    * Changes after `after` (up to the feed's position) that `allows` lets through, oldest first: at
-   * most `limit` of them, looking at most at `scan` changes. From memory when recent enough.
+   * most `limit` of them, looking at most at `scan` changes. From memory when recent enough; older
+   * ones from Redis, as bounds() (a 503 HttpProblem within a bound while Redis is away).
    */
   since(after: number, allows: (filename: string) => boolean, limit: number, scan?: number): Promise<SinceResult>;
+  /** True when every change after `after`, up to the feed's position, is held in memory: since() reads no Redis for it. */
+  remembers(after: number): boolean;
   subscribe(listener: FeedListener): () => void;
   /** Told when the log moved out of reach: every position before `position` is gone. */
   onReset(listener: (position: number) => void): () => void;
@@ -61,6 +66,9 @@ const DEFAULT_SCAN = 10_000;
 /** The feed: the tail reads the log, the hold waits for versions, the recent past answers `since`. */
 export async function createChangeFeed(deps: ChangeFeedDeps): Promise<ChangeFeed> {
   const { log, published, logger } = deps;
+  // What requests read of the log (bounds, older changes): a 503 within a bound while Redis is
+  // away. The tail reads `log` as it is: it waits out an outage and reads on.
+  const reads = boundedChangeLog(log);
   const listeners = new Set<FeedListener>();
   const resetListeners = new Set<(position: number) => void>();
   const recent = createRecentChanges(deps.recent ?? 10_000);
@@ -115,11 +123,12 @@ export async function createChangeFeed(deps: ChangeFeedDeps): Promise<ChangeFeed
     get started() {
       return tail.started;
     },
-    bounds: () => log.bounds(),
+    bounds: () => reads.bounds(),
     async since(after, allows, limit, scan = DEFAULT_SCAN): Promise<SinceResult> {
-      if (after < recent.startsAfter(position)) return sinceInLog(log, after, allows, limit, scan, position);
+      if (after < recent.startsAfter(position)) return sinceInLog(reads, after, allows, limit, scan, position);
       return recent.since(after, allows, limit, scan, position);
     },
+    remembers: (after) => after <= position && after >= recent.startsAfter(position),
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

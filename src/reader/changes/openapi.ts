@@ -25,6 +25,12 @@ const GONE = problem(
   RATE_HEADERS,
 );
 
+/** A position older than the reader's recent changes is read from the log in Redis: its 503s include Redis not answering (src/reader/redis-reads.ts). */
+const UNAVAILABLE = problem(
+  'Starting up or overloaded, or Redis (which keeps the change log) not answering when a position older than the latest 10,000 changes is asked for: answered within a few seconds. Files, their data and recent changes are still served. Retry after Retry-After seconds.',
+  { 'Retry-After': RETRY_AFTER },
+);
+
 const SINCE = { type: 'string', pattern: '^[0-9]+$', description: 'The last position you have seen (from getCatalog, a change, or `next`). Default: now.' };
 
 export const CATALOG_ROUTE_SCHEMA = {
@@ -91,6 +97,7 @@ export const CHANGES_ROUTE_SCHEMA = {
     ...COMMON_PROBLEMS,
     403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
     410: GONE,
+    503: UNAVAILABLE,
   },
 } as const;
 
@@ -105,6 +112,7 @@ export const STREAM_ROUTE_SCHEMA = {
     ...COMMON_PROBLEMS,
     403: problem('Forbidden: your marketplace subscription plan gives no access to this API.', RATE_HEADERS),
     410: GONE,
+    503: UNAVAILABLE,
     429: problem("Over your plan's rate, or your key already has its plan's number of streams open.", {
       ...RATE_HEADERS,
       'Retry-After': RETRY_AFTER,

@@ -12,6 +12,8 @@
  *
  * A position older than the log keeps, or ahead of the newest one (e.g. a log that was lost), is 410
  * with the oldest position kept and the current one: the client lists again and starts afresh.
+ * Checking a position other than the head reads the log in Redis: with Redis away, 503 +
+ * Retry-After within a few seconds (redis-reads.ts); the head is answered from memory.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -23,6 +25,7 @@ import { sendFlat } from '../problem.js';
 import { revokedProblem, type Admitted, type V1Handler, type V1Reply } from '../data/v1-handler.js';
 import { etagFor } from '../data/version.js';
 import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from './openapi.js';
+import type { LogBounds } from '../../catalog/change-log.js';
 import type { ChangeFeed } from './feed.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { StreamHub } from './streams.js';
@@ -112,7 +115,15 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
     if (Number.isNaN(since)) return new HttpProblem('bad_request', 'A position is a non-negative integer (the `position` of a change, or of GET /v1/catalog).');
     const head = feed.position;
     if (since === head) return undefined;
-    const { first, last } = await feed.bounds();
+    let bounds: LogBounds;
+    try {
+      bounds = await feed.bounds();
+    } catch (err) {
+      // Redis away (a 503): a position the reader still holds the changes after is answered from them.
+      if (err instanceof HttpProblem && feed.remembers(since)) return undefined;
+      throw err;
+    }
+    const { first, last } = bounds;
     const oldest = first ?? last + 1;
     if (since > Math.max(head, last) || since < oldest - 1) {
       return new HttpProblem(

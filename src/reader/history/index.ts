@@ -7,6 +7,7 @@ import { redisKeys } from '../../redis/key-names.js';
 import type { Store } from '../../store/store.js';
 import type { V1Handler } from '../data/v1-handler.js';
 import { createVersionBytes } from '../data/version-bytes.js';
+import { boundedHistoryIndex } from '../redis-reads.js';
 import { createHistoryBytes } from './bytes.js';
 import { registerHistoryRoutes } from './routes.js';
 
@@ -21,7 +22,8 @@ export interface HistoryDeps {
 export function registerHistory(app: FastifyInstance, deps: HistoryDeps): void {
   registerHistoryRoutes(app, {
     v1: deps.v1,
-    index: createHistoryIndex(deps.redis, redisKeys(deps.prefix)),
+    // Its reads bounded: while Redis is away, a 503 within a few seconds (redis-reads.ts).
+    index: boundedHistoryIndex(createHistoryIndex(deps.redis, redisKeys(deps.prefix))),
     bytes: createHistoryBytes({ log: deps.log }),
     versionBytes: createVersionBytes({ store: deps.store }),
   });

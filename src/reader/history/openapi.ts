@@ -2,7 +2,7 @@
  * The OpenAPI description of the history endpoints (documentation only: nothing is validated per
  * request; the parameters are added to the document by its transform, HISTORY_PARAMS).
  */
-import { COMMON_PROBLEMS, problem, RATE_HEADERS, VARY } from '../openapi-parts.js';
+import { COMMON_PROBLEMS, problem, RATE_HEADERS, RETRY_AFTER, VARY } from '../openapi-parts.js';
 
 export const HISTORY_LIST_PATH = '/v1/history/:filename';
 export const HISTORY_VERSION_PATH = '/v1/history/:filename/:etag';
@@ -22,6 +22,12 @@ const VERSION = {
 const FORBIDDEN = problem(
   "`history_forbidden`: the key's plan has no history, or the version, `at` or `before` is older than the plan's history reaches; `forbidden`: the key may not read this file.",
   RATE_HEADERS,
+);
+
+/** History is read from Redis: its 503s include Redis not answering (src/reader/redis-reads.ts). */
+const UNAVAILABLE = problem(
+  'Starting up or overloaded, or Redis (which keeps the history) not answering: answered within a few seconds. Current files and their data are still served. Retry after Retry-After seconds.',
+  { 'Retry-After': RETRY_AFTER },
 );
 
 export const HISTORY_LIST_SCHEMA = {
@@ -47,6 +53,7 @@ export const HISTORY_LIST_SCHEMA = {
     403: FORBIDDEN,
     404: problem('No file is published under this name (as GET /v1/data answers), or no version kept at or before `at`.', RATE_HEADERS),
     ...COMMON_PROBLEMS,
+    503: UNAVAILABLE,
   },
 };
 
@@ -74,6 +81,7 @@ export const HISTORY_VERSION_SCHEMA = {
       RATE_HEADERS,
     ),
     ...COMMON_PROBLEMS,
+    503: UNAVAILABLE,
   },
 };
 
