@@ -345,6 +345,10 @@ describe('PUT /v1/data/{filename} end to end', () => {
     const nokey = await runCli(env, ['publish', '--url', svc.url!, good]);
     expect(nokey.code).toBe(2);
     expect(nokey.stderr).toContain('ODDSFILES_KEY');
+    // A PUT always waits for its outcome: --no-wait is refused rather than ignored.
+    const nowait = await runCli(env, ['publish', '--url', svc.url!, '--key', keys.northwind, '--no-wait', good]);
+    expect(nowait.code).toBe(2);
+    expect(nowait.stderr).toContain('--no-wait does not go with --url');
   });
 
   it('documents PUT in /v1/openapi.json and counts PUTs by outcome in /metrics', async () => {
