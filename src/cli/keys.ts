@@ -25,7 +25,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
   keys
     .command('create')
     .description('create a key and print it, alone, on stdout (it is not shown again)')
-    .requiredOption('--name <name>', 'who the key is for (unique among keys not revoked)')
+    .requiredOption('--name <name>', 'required: who the key is for (unique among keys not revoked)')
     .option('--plan <plan>', 'a plan from the configuration (its allow-list and rate apply)')
     .option('--allow <pattern>', 'a filename pattern the key may read, * matching any run of characters (repeatable)', collect, [])
     .option('--publish <patterns...>', 'filename patterns the key may publish with PUT /v1/data/{filename} (same syntax as --allow)')
@@ -48,7 +48,7 @@ export function registerKeysCommands(program: Command, ctx: CliContext): void {
 
   keys
     .command('list')
-    .description("every key's id, name, plan, allow-list, created and revoked times (never the key)")
+    .description("every key's id, name, plan, allow-list, publish patterns, created and revoked times (never the key)")
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const plans = ctx.config().plans;

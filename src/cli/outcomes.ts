@@ -144,7 +144,17 @@ async function settleGone(claim: string, inboxDir: string): Promise<Outcome> {
 }
 
 /** Print one line (tab-separated) or one JSON object per submission; exit 1 when any failed. */
-export function reportOutcomes(ctx: CliContext, submitted: readonly Submitted[], outcomes: readonly Outcome[], json: boolean | undefined): void {
+/**
+ * Each outcome, one line (or JSON object) per submission. `newRejectionId`: a rejected line also
+ * ends with the id the rejection is kept under now (`rejected retry`: the line starts with the old one).
+ */
+export function reportOutcomes(
+  ctx: CliContext,
+  submitted: readonly Submitted[],
+  outcomes: readonly Outcome[],
+  json: boolean | undefined,
+  { newRejectionId = false }: { newRejectionId?: boolean } = {},
+): void {
   const rows = submitted.map((s, i) => {
     const { failed: _failed, ...o } = outcomes[i]!;
     return { ...s.fields, ...o };
@@ -153,7 +163,8 @@ export function reportOutcomes(ctx: CliContext, submitted: readonly Submitted[],
   else
     for (const [i, s] of submitted.entries()) {
       const o = outcomes[i]!;
-      const tail = o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : '';
+      const tail =
+        (o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : '') + (newRejectionId && o.rejectionId ? `\tnew id ${o.rejectionId}` : '');
       ctx.io.stdout.write(`${Object.values(s.fields).join('\t')}\t${o.outcome}${tail}\n`);
     }
   if (outcomes.some((o) => FAILING.has(o.outcome) || o.failed)) process.exitCode = 1;

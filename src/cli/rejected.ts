@@ -82,7 +82,7 @@ export function registerRejectedCommands(program: Command, ctx: CliContext): voi
         await log.forget([r.id]);
         submitted.push({ fields: { id: r.id, filename: r.filename }, claim, job });
       }
-      reportOutcomes(ctx, submitted, await awaitOutcomes(ctx, submitted, events, timeoutMs), opts.json);
+      reportOutcomes(ctx, submitted, await awaitOutcomes(ctx, submitted, events, timeoutMs), opts.json, { newRejectionId: true });
     } finally {
       await events?.close();
       await queue.close();

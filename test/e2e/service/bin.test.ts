@@ -18,4 +18,10 @@ describe('the built command', () => {
     expect(npx.status, npx.stderr).toBe(0);
     expect(npx.stdout).toMatch(/^Usage: oddsfiles/);
   }, 90_000);
+
+  it('says in its help what a command requires and what it prints', () => {
+    const help = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args, '--help'], { encoding: 'utf8' }).stdout.replace(/\s+/g, ' ');
+    expect(help('keys', 'create')).toMatch(/--name <name> required:/);
+    expect(help('keys', 'list')).toMatch(/publish patterns/);
+  });
 });

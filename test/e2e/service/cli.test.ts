@@ -127,7 +127,11 @@ describe('oddsfiles commands against a running service', () => {
     const third = await rejectedOnce();
     const text = await runCli(env, ['rejected', 'retry', third]);
     expect(text.code).toBe(1);
-    expect(text.stdout).toBe(`${third}\t${FEED}\trejected\tnot_an_object: the top level is an array, not an object\n`);
+    // The line starts with the id retried and ends with the one the new rejection is kept under.
+    const [line, newId] = text.stdout.split('\tnew id ');
+    expect(line).toBe(`${third}\t${FEED}\trejected\tnot_an_object: the top level is an array, not an object`);
+    expect(newId).toMatch(/^\d{8}T\d{9}Z-\S+\n$/);
+    expect(await statusRejections()).toContain(newId!.trim());
   });
 
   it('rejected purge --older-than removes old rejected drops and their status entries; --dry-run only lists them', async () => {
