@@ -12,8 +12,9 @@
  *
  * A position older than the log keeps, or ahead of the newest one (e.g. a log that was lost), is 410
  * with the oldest position kept and the current one: the client lists again and starts afresh.
- * Checking a position other than the head reads the log in Redis: with Redis away, 503 +
- * Retry-After within a few seconds (redis-reads.ts); the head is answered from memory.
+ * Checking a position other than the head reads the log's bounds in Redis. With Redis away, a
+ * position among the changes the reader holds is answered from them, any other gets 503 +
+ * Retry-After within a few seconds (redis-reads.ts); the head is always answered from memory.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
