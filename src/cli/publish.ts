@@ -35,7 +35,8 @@ export function registerPublishCommand(program: Command, ctx: CliContext): void 
     .action(async (files: string[], opts: PublishOptions) => {
       const timeoutMs = parseTimeout(opts);
       // A PUT is answered once its file is settled: there is nothing to return early from.
-      if (opts.url !== undefined && opts.wait === false) throw new UsageError('--no-wait does not go with --url: a PUT is answered once its file is published or rejected');
+      if (opts.url !== undefined && opts.wait === false)
+        throw new UsageError('--no-wait does not go with --url: a PUT is answered once its file is published or rejected');
       if (opts.url !== undefined) return publishRemote(ctx, files, { url: opts.url, key: opts.key, dryRun: opts.dryRun, json: opts.json, timeoutMs });
       if (opts.key !== undefined || opts.dryRun) throw new UsageError('--key and --dry-run go with --url');
       for (const f of files) {
