@@ -143,10 +143,10 @@ async function settleGone(claim: string, inboxDir: string): Promise<Outcome> {
   };
 }
 
-/** Print one line (tab-separated) or one JSON object per submission; exit 1 when any failed. */
 /**
- * Each outcome, one line (or JSON object) per submission. `newRejectionId`: a rejected line also
- * ends with the id the rejection is kept under now (`rejected retry`: the line starts with the old one).
+ * Each outcome, one line (tab-separated) or JSON object per submission; exit 1 when any failed.
+ * `newRejectionId`: a rejected line also ends with the id the rejection is kept under now
+ * (`rejected retry`: the line starts with the old one).
  */
 export function reportOutcomes(
   ctx: CliContext,

@@ -24,3 +24,12 @@ export function parseGeneratedAt(text: string): number | undefined {
   const zone = /(?:Z|[+-]00:?00)$/.test(text);
   return zone ? parseIsoTime(text) : undefined;
 }
+
+/**
+ * An instant the service keeps only as milliseconds (a history version's `generated_at`) written as
+ * the API writes `generated_at`: to the second (`2026-11-25T15:12:02Z`, as publishers write it),
+ * the milliseconds only when there are some (`2026-11-25T15:12:02.118Z`, as a stamp writes it).
+ */
+export function formatGeneratedAt(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
+}

@@ -3,7 +3,7 @@
  * parameters. A date that does not exist is refused, not rolled over; an offset moves the instant.
  */
 import { describe, expect, it } from 'vitest';
-import { parseGeneratedAt, parseIsoTime } from '../../src/feeds/generated-at.js';
+import { formatGeneratedAt, parseGeneratedAt, parseIsoTime } from '../../src/feeds/generated-at.js';
 
 describe('ISO 8601 times', () => {
   it('read the instant Date.parse reads, offsets included', () => {
@@ -44,5 +44,11 @@ describe('ISO 8601 times', () => {
     expect(parseGeneratedAt('2026-11-28T12:00:00-0000')).toBe(Date.parse('2026-11-28T12:00:00Z'));
     expect(parseGeneratedAt('2026-11-28T13:00:00+01:00')).toBeUndefined();
     expect(parseGeneratedAt('2026-02-30T12:00:00Z')).toBeUndefined();
+  });
+
+  it('generated_at kept as milliseconds is written back as publishers and the stamp write it: .000 only when there are milliseconds', () => {
+    for (const t of ['2026-11-25T15:12:02Z', '2026-11-25T15:12:02.118Z', '2026-11-25T15:12:02.100Z', '1999-12-31T23:59:59.999Z'])
+      expect(formatGeneratedAt(parseGeneratedAt(t)!), t).toBe(t);
+    expect(formatGeneratedAt(Date.parse('2026-11-25T15:12:02.000Z'))).toBe('2026-11-25T15:12:02Z');
   });
 });

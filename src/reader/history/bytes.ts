@@ -9,6 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { HistoryVersion } from '../../catalog/history-index.js';
 import type { CatalogEntry } from '../../catalog/types.js';
+import { formatGeneratedAt } from '../../feeds/generated-at.js';
 import type { Logger } from '../../log.js';
 import { objectKey } from '../../store/store.js';
 import type { Answer } from '../data/answer.js';
@@ -51,7 +52,7 @@ export function createHistoryBytes(deps: HistoryBytesDeps): HistoryBytes {
         object: objectKey(filename, v.sha256),
         sha256: v.sha256,
         size: v.size,
-        generatedAt: new Date(v.generatedAtMs).toISOString(),
+        generatedAt: formatGeneratedAt(v.generatedAtMs),
         generatedAtMs: v.generatedAtMs,
         publishedAt: new Date(v.publishedMs).toISOString(),
       };

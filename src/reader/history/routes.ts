@@ -17,7 +17,7 @@ import type { HistoryIndex, HistoryVersion } from '../../catalog/history-index.j
 import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import { sendFlat } from '../problem.js';
-import { parseIsoTime } from '../../feeds/generated-at.js';
+import { formatGeneratedAt, parseIsoTime } from '../../feeds/generated-at.js';
 import type { Admitted, V1Handler, V1Reply } from '../data/v1-handler.js';
 import { etagFor } from '../data/version.js';
 import type { VersionBytes } from '../data/version-bytes.js';
@@ -52,7 +52,8 @@ function listed(v: HistoryVersion) {
     etag: etagFor(v.sha256, 'identity'),
     sha256: v.sha256,
     size: v.size,
-    generated_at: new Date(v.generatedAtMs).toISOString(),
+    // Written as GET /v1/catalog and /v1/files write it (to the second when it has no milliseconds).
+    generated_at: formatGeneratedAt(v.generatedAtMs),
     published_at: new Date(v.publishedMs).toISOString(),
   };
 }

@@ -36,7 +36,8 @@ describe('history end to end', () => {
   const keys: Record<string, string> = {};
   /** What each publication was: its bytes and the ETag GET /v1/data answered with. */
   const published: { bytes: Buffer; etag: string; sha256: string }[] = [];
-  let clock = Date.now() - 60_000;
+  // A whole second and 250 ms: docFor writes generated_at as toISOString does (…:02.250Z).
+  let clock = Math.floor(Date.now() / 1000) * 1000 - 60_000 + 250;
 
   const get = (path: string, key: string | undefined, headers: Record<string, string> = {}) =>
     fetch(`${svc.url!}${path}`, { headers: { ...(key ? { 'x-api-key': key } : {}), ...headers } });
@@ -45,9 +46,10 @@ describe('history end to end', () => {
     expect(res.status, await res.clone().text()).toBe(200);
     return (await res.json()) as { versions: Listed[]; next: string | null; version?: Listed };
   };
-  const publish = async () => {
+  /** Publish the next version; `generatedAt` as the document writes it (default: toISOString of the clock). */
+  const publish = async (generatedAt?: string) => {
     clock += 1000;
-    const bytes = docFor(FEED, clock, 4000, { n: published.length });
+    const bytes = docFor(FEED, clock, 4000, { n: published.length, ...(generatedAt !== undefined ? { generated_at: generatedAt } : {}) });
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     await drop(join(dataDir, 'inbox'), LIVE, bytes);
     const etag = await waitFor(async () => {
@@ -254,4 +256,26 @@ describe('history end to end', () => {
     expect(line).toMatchObject({ level: 40, restored: before.versions.length, versions: before.versions.length });
     expect(svc.logs.filter((l) => /history index/.test(String(l.msg)))).toHaveLength(1);
   }, 60_000);
+
+  it("writes a version's generated_at as GET /v1/catalog and /v1/data do: to the second as publishers write it, milliseconds when it has some", async () => {
+    // A publisher's whole second (the form the API's own examples use), then a time with milliseconds.
+    for (const generatedAt of [new Date(Math.floor(clock / 1000) * 1000 + 1000).toISOString().replace('.000Z', 'Z'), undefined]) {
+      await publish(generatedAt);
+      const current = published.at(-1)!;
+      const catalog = (await (await get('/v1/catalog', keys.pro!)).json()) as { files: { filename: string; etag: string; generated_at: string }[] };
+      const entry = catalog.files.find((f) => f.filename === LIVE)!;
+      expect(entry.etag).toBe(current.etag);
+      expect(entry.generated_at).toBe(generatedAt ?? new Date(clock).toISOString());
+      const newest = (await list('?limit=1')).versions[0]!;
+      expect(newest.etag).toBe(current.etag);
+      expect(newest.generated_at).toBe(entry.generated_at);
+      expect((await list(`?at=${encodeURIComponent(newest.published_at)}`)).version!.generated_at).toBe(entry.generated_at);
+      // The version's bytes say it in Generated-At as GET /v1/data does.
+      const data = await get(`/v1/data/${LIVE}`, keys.pro!, { 'accept-encoding': 'identity' });
+      const old = await get(`/v1/history/${LIVE}/${current.etag.slice(1, -1)}`, keys.pro!, { 'accept-encoding': 'identity' });
+      expect(old.status).toBe(200);
+      expect(data.headers.get('generated-at')).toBe(entry.generated_at);
+      expect(old.headers.get('generated-at')).toBe(entry.generated_at);
+    }
+  });
 });
