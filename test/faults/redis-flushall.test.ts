@@ -3,7 +3,8 @@
  * the workers restore the catalog, the history index and the API keys from the store. Every file
  * is served again within 10 s with the same ETags, by the running reader and by one started after
  * the loss; the keys made before still authenticate; /v1/history still lists the kept versions;
- * open streams are told to start again (`reset`), and their old positions are refused (410).
+ * open streams are told to start again (`reset`), a long-poll held across the loss gets 410, and
+ * old positions are refused (410).
  * Nothing is published again: each restored entry keeps its published_at.
  */
 import { readFile, writeFile } from 'node:fs/promises';
@@ -75,6 +76,10 @@ describe('fault: Redis loses its data under a running service', () => {
     const stream = await openSse(`${svc.url}/v1/stream`, { 'x-api-key': key });
     clients.push(stream);
     expect(stream.status).toBe(200);
+    // A long-poll held from the head across the loss: told the log moved out of reach (410), not
+    // handed the new log's changes as if they followed its position.
+    const head = ((await (await get(svc.url!, '/v1/catalog')).json()) as { position: number }).position;
+    const held = fetch(`${svc.url}/v1/changes?since=${head}&wait=30`, { headers: { 'x-api-key': key } });
 
     const client = new Redis(redis.url);
     try {
@@ -117,6 +122,9 @@ describe('fault: Redis loses its data under a running service', () => {
     // The open stream is told to start again; its old position is refused.
     const reset = await stream.next((e) => e.event === 'reset', 20_000);
     expect(reset.event).toBe('reset');
+    const heldAnswer = await held;
+    expect(heldAnswer.status, await heldAnswer.clone().text()).toBe(410);
+    expect(((await heldAnswer.json()) as { type: string }).type).toMatch(/position-gone$/);
     const gone = await get(later.url!, '/v1/changes?since=3');
     expect(gone.status).toBe(410);
 

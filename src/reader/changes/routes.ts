@@ -5,7 +5,7 @@
  * - GET /v1/catalog: the key's files with their ETag, size, generated_at, published_at, and the
  *   change position they are current at: where a client starts its stream or long-poll.
  * - GET /v1/changes?since=P&wait=S&limit=N: the changes after P to the key's files, oldest first,
- *   and the position to ask for next; with `wait`, held until there is one (long-poll).
+ *   and the position to ask for next; with `wait`, held until there is one (long-poll.ts).
  * - GET /v1/stream (text/event-stream): the same changes pushed as they happen, `id:` = position,
  *   resumed with Last-Event-ID (or ?since=P); `?conflate=MS` (at least the plan's `conflate`):
  *   at most one write of changes per MS, the latest change of each file (streams.ts).
@@ -23,7 +23,8 @@ import { HttpProblem } from '../../errors.js';
 import type { Principal } from '../../keys/ring.js';
 import type { PublishedCache } from '../data/cache.js';
 import { sendFlat } from '../problem.js';
-import { revokedProblem, type Admitted, type V1Handler, type V1Reply } from '../data/v1-handler.js';
+import type { Admitted, V1Handler, V1Reply } from '../data/v1-handler.js';
+import { createLongPolls } from './long-poll.js';
 import { etagFor } from '../data/version.js';
 import { CATALOG_ROUTE_SCHEMA, CHANGES_ROUTE_SCHEMA, STREAM_ROUTE_SCHEMA } from './openapi.js';
 import type { LogBounds } from '../../catalog/change-log.js';
@@ -96,6 +97,12 @@ function conflateOf(value: unknown): number {
 
 export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDeps): void {
   const { v1, feed, hub, published, maxWaitMs } = deps;
+  const longPolls = createLongPolls({ v1, feed, onRevoked: deps.onRevoked, onWaiting: deps.onWaiting, answer: changesAnswer });
+  // A stopping reader answers its held long-polls at once rather than waiting out their `wait`.
+  app.addHook('preClose', (done) => {
+    longPolls.endAll();
+    done();
+  });
 
   const send = (request: FastifyRequest, reply: FastifyReply, r: V1Reply): FastifyReply => {
     request.principal = r.principal ?? null;
@@ -177,65 +184,9 @@ export function registerChangeRoutes(app: FastifyInstance, deps: ChangeRoutesDep
       const revoked = v1.revokedSince(a.principal);
       if (revoked) return v1.replyFor(a, revoked);
       if (now.events.length > 0 || wait === 0) return v1.replyFor(a, changesAnswer(now));
-      return v1.replyFor(a, await waitFor(reply, a.principal, now.next, limit, wait * 1000));
+      return v1.replyFor(a, await longPolls.wait(reply, a.principal, now.next, limit, wait * 1000));
     }),
   );
-
-  /**
-   * The answers of long-polls woken by the same change: made once per position, limit and
-   * allow-list (a thousand clients of one key waiting from the head share one), kept for a turn.
-   */
-  let woken = new WeakMap<readonly string[], Map<string, Promise<ReturnType<typeof json>>>>();
-  let clearing = false;
-  const wokenAnswer = (principal: Principal, after: number, limit: number) => {
-    if (!clearing) {
-      clearing = true;
-      setImmediate(() => {
-        woken = new WeakMap();
-        clearing = false;
-      });
-    }
-    let byKey = woken.get(principal.patterns);
-    if (!byKey) woken.set(principal.patterns, (byKey = new Map()));
-    const key = `${after}:${limit}`;
-    let answer = byKey.get(key);
-    if (!answer) {
-      answer = feed.since(after, principal.allows, limit).then(changesAnswer, () => changesAnswer({ events: [], next: after }));
-      byKey.set(key, answer);
-    }
-    return answer;
-  };
-
-  /**
-   * Hold a long-poll until a change it may see comes, the wait ends, the client goes, or its key is
-   * revoked (then 401: a revoked key hears of no change made after its revocation).
-   */
-  const waitFor = (reply: FastifyReply, principal: Principal, after: number, limit: number, ms: number) =>
-    new Promise<ReturnType<typeof json> | HttpProblem>((resolve) => {
-      deps.onWaiting?.(1);
-      let done = false;
-      const finish = () => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        unsubscribe();
-        unrevoke();
-        reply.raw.off('close', finish);
-        deps.onWaiting?.(-1);
-        const revoked = v1.revokedSince(principal);
-        if (revoked) resolve(revokedProblem('The API key in the X-API-Key header was revoked while this long-poll waited.'));
-        else void wokenAnswer(principal, after, limit).then(resolve);
-      };
-      const unsubscribe = feed.subscribe((e) => {
-        if (principal.allows(e.filename)) finish();
-      });
-      const unrevoke = deps.onRevoked((id) => {
-        if (id === principal.id) finish();
-      });
-      const timer = setTimeout(finish, ms);
-      // The response closing before it was sent: the client went away.
-      reply.raw.once('close', finish);
-    });
 
   /**
    * A stream from its head on. Made outside the route's handler: what it keeps (its sink, its

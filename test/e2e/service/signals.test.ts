@@ -2,7 +2,7 @@
  * Signals over the real command: the first SIGTERM drains, a second one while draining (more than
  * a second after the first) exits at once with status 1 and says so (docs/operations.md,
  * "Stopping"); Ctrl-C on `npm start` (SIGINT to the whole process group, which reaches the service
- * twice) drains once and exits 0; and `npm start` stopped by a SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
+ * twice) drains once and exits 0; a stop answers the long-polls it holds at once; and `npm start` stopped by a SIGTERM to npm stops the service with it (its script execs the command, and npm passes the
  * signal on), leaving no process behind and the port free.
  */
 import { once } from 'node:events';
@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropPrefix, uniquePrefix } from '../../helpers/redis.js';
 import { baseEnv, makeDataDir, ROOT, startOddsfiles, waitFor, type RunningOddsfiles } from '../../helpers/service.js';
-import { freePort } from '../../helpers/faults.js';
+import { createApiKey, freePort } from '../../helpers/faults.js';
 import { spawnTracked } from '../../helpers/processes.js';
 
 describe('oddsfiles start: signals', () => {
@@ -47,6 +47,38 @@ describe('oddsfiles start: signals', () => {
     socket.destroy();
     expect({ code, signal }).toEqual({ code: 1, signal: null });
     expect(svc.logs.some((l) => l.msg === 'second signal: exiting now')).toBe(true);
+  });
+});
+
+describe('oddsfiles start: stopping with long-polls held', () => {
+  const prefix = uniquePrefix('e2e-signals-poll');
+  let svc: RunningOddsfiles | undefined;
+
+  afterAll(async () => {
+    await svc?.kill();
+    await dropPrefix(prefix);
+  });
+
+  it('answers a held long-poll with what there is, and does not wait out its wait', async () => {
+    const env = baseEnv(await makeDataDir('e2e-signals-poll'), prefix);
+    svc = await startOddsfiles(env, ['start', '--roles', 'reader']);
+    const key = await createApiKey(env);
+    const url = `${svc.url!}/v1/changes?wait=30`;
+    await waitFor(async () => (await fetch(`${svc!.url!}/v1/changes`, { headers: { 'x-api-key': key } })).status === 200);
+    const held = fetch(url, { headers: { 'x-api-key': key } }).then(
+      async (r) => ({ status: r.status, body: await r.text() }),
+      (err: unknown) => ({ status: 0, body: String(err) }),
+    );
+    // Held: the reader counts it as waiting.
+    await waitFor(async () => /^oddsfiles_longpolls_waiting(?:\{[^}]*\})? 1$/m.test(await (await fetch(`${svc!.url!}/metrics`)).text()));
+    const closed = once(svc.proc, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
+    svc.proc.kill('SIGTERM');
+    const answer = await held;
+    // Before: the stop waited for the long-poll until a step's deadline, then cut it (no answer).
+    expect(answer.status, answer.body).toBe(200);
+    expect(JSON.parse(answer.body)).toMatchObject({ changes: [] });
+    expect((await closed)[0]).toBe(0);
+    expect(svc.logs.filter((l) => /did not finish in time/.test(String(l.msg)))).toEqual([]);
   });
 });
 
