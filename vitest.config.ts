@@ -37,6 +37,7 @@ const REDIS = [
   'test/reader/front-door.test.ts',
   'test/reader/http.test.ts',
   'test/reader/lease.redis.test.ts',
+  'test/reader/tail.redis.test.ts',
   'test/reader/live.test.ts',
   'test/reader/publish-unavailable.test.ts',
   'test/redis/*.test.ts',

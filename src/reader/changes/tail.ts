@@ -2,8 +2,9 @@
  * The tail of the change log: reads it as it grows (XREAD BLOCK, on a connection of its own) and
  * hands each new change on once, in order. Redis away: it waits (backing off) and reads on from
  * its position when Redis is back, so no change is skipped. The log moved out of reach (trimmed
- * past its position, or restarted below it by a Redis that lost its data): it says so (`reset`)
- * and goes on from the log's new position.
+ * past its position, restarted below it by a Redis that lost its data, or holding another change
+ * at its position after losing its last writes): it says so (`reset`) and goes on from the log's
+ * new position.
  */
 import type { ChangeLog, LoggedChange } from '../../catalog/change-log.js';
 import type { Logger } from '../../log.js';
@@ -47,6 +48,8 @@ export function startTail(deps: TailDeps): Tail {
   let wake: (() => void) | undefined;
   /** A read failed: before the next, check the log still reaches our position (a failover may have lost its end). */
   let verify = false;
+  /** The last change handed on: after a failure, the log must still have it at its position. */
+  let lastTaken: LoggedChange | undefined;
 
   const reset = (to: number) => {
     logger.warn({ from: readPosition, to }, 'the change log moved out of reach; streams start again');
@@ -60,9 +63,22 @@ export function startTail(deps: TailDeps): Tail {
       // Positions are consecutive: a hole means the log was trimmed past us.
       if (c.seq !== readPosition + 1 && readPosition !== 0) reset(c.seq - 1);
       readPosition = c.seq;
+      lastTaken = c;
       deps.take(c);
     }
     deps.read();
+  };
+
+  /**
+   * The log holds another change at our position than the one we handed on: a Redis that lost its
+   * last writes (a crash between fsyncs, a failover to a replica behind) gave their positions to
+   * new changes, and the head alone does not tell once it has passed ours again.
+   */
+  const rewritten = async (): Promise<boolean> => {
+    const held = lastTaken;
+    if (held === undefined || held.seq !== readPosition) return false;
+    const [now] = await log.range(readPosition - 1, 1);
+    return now !== undefined && now.seq === readPosition && (now.entry.sha256 !== held.entry.sha256 || now.entry.filename !== held.entry.filename);
   };
 
   const readOnce = async () => {
@@ -75,7 +91,7 @@ export function startTail(deps: TailDeps): Tail {
     }
     if (verify) {
       const b = await log.bounds();
-      if (b.last < readPosition) reset(b.last);
+      if (b.last < readPosition || (await rewritten())) reset(b.last);
       verify = false;
     }
     const changes = await tail.read(readPosition, READ_COUNT, blockMs);
