@@ -11,6 +11,7 @@ import type { Principal } from '../../keys/ring.js';
 import { revokedProblem, type V1Handler } from '../data/v1-handler.js';
 import type { Answer } from '../data/answer.js';
 import type { ChangeFeed, SinceResult } from './feed.js';
+import { createTurnMemo } from './turn-memo.js';
 
 export interface LongPollDeps {
   readonly v1: Pick<V1Handler, 'revokedSince'>;
@@ -43,30 +44,10 @@ function movedOutOfReach(after: number, to: number): HttpProblem {
 export function createLongPolls(deps: LongPollDeps): LongPolls {
   const { v1, feed, answer } = deps;
 
-  /**
-   * The answers of long-polls woken by the same change: made once per position, limit and
-   * allow-list (a thousand clients of one key waiting from the head share one), kept for a turn.
-   */
-  let woken = new WeakMap<readonly string[], Map<string, Promise<Answer>>>();
-  let clearing = false;
-  const wokenAnswer = (principal: Principal, after: number, limit: number) => {
-    if (!clearing) {
-      clearing = true;
-      setImmediate(() => {
-        woken = new WeakMap();
-        clearing = false;
-      });
-    }
-    let byKey = woken.get(principal.patterns);
-    if (!byKey) woken.set(principal.patterns, (byKey = new Map()));
-    const key = `${after}:${limit}`;
-    let made = byKey.get(key);
-    if (!made) {
-      made = feed.since(after, principal.allows, limit).then(answer, () => answer({ events: [], next: after }));
-      byKey.set(key, made);
-    }
-    return made;
-  };
+  /** The answers of long-polls woken by the same change: made once per position, limit and allow-list. */
+  const woken = createTurnMemo<Promise<Answer>>();
+  const wokenAnswer = (principal: Principal, after: number, limit: number): Promise<Answer> =>
+    woken(principal.patterns, `${after}:${limit}`, () => feed.since(after, principal.allows, limit).then(answer, () => answer({ events: [], next: after })))!;
 
   /** The long-polls held now, each ended as the reader stops by calling it. */
   const held = new Set<() => void>();

@@ -20,6 +20,7 @@ import { createBroadcast } from './broadcast.js';
 import { createConflation, type Conflation } from './conflate.js';
 import { createWindowTimers } from './window-timers.js';
 import type { ChangeFeed } from './feed.js';
+import { createTurnMemo } from './turn-memo.js';
 import type { FeedEvent } from './event.js';
 import type { StreamSink } from './stream-sink.js';
 
@@ -104,21 +105,9 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
    * (streams whose windows end together flush together). A range no longer in memory is read as a
    * catch-up.
    */
-  let heldFrames = new Map<readonly string[], Map<string, { frame: Buffer; count: number }>>();
-  let clearing = false;
-  const heldFor = (s: OpenStream, from: number, to: number) => {
-    if (!clearing) {
-      clearing = true;
-      setImmediate(() => {
-        heldFrames = new Map();
-        clearing = false;
-      });
-    }
-    let byRange = heldFrames.get(s.principal.patterns);
-    if (!byRange) heldFrames.set(s.principal.patterns, (byRange = new Map()));
-    const key = `${from}:${to}`;
-    let held = byRange.get(key);
-    if (!held) {
+  const framesMemo = createTurnMemo<{ frame: Buffer; count: number }>();
+  const heldFor = (s: OpenStream, from: number, to: number) =>
+    framesMemo(s.principal.patterns, `${from}:${to}`, () => {
       const events = broadcast.range(from, to);
       if (!events) return undefined;
       const latest = new Map<string, FeedEvent>();
@@ -128,11 +117,9 @@ export function createStreamHub(deps: StreamHubDeps): StreamHub {
         latest.set(e.filename, e);
       }
       const frames = [...latest.values()].map((e) => e.frame);
-      held = { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length };
-      byRange.set(key, held);
-    }
-    return held;
-  };
+      return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), count: frames.length };
+    });
+
   /** A conflated stream's changes after its cursor up to `to`, as one write; false when nothing was written. */
   const writeHeld = (s: OpenStream, to: number): boolean => {
     // Behind: its catch-up writes them.
