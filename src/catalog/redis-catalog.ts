@@ -198,6 +198,20 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
     short = { n: acked, at: Date.now() };
     throw notReplicated(acked);
   };
+  /**
+   * The highest seq seen here, by a commit or a read of the seq. Replies come back in the order
+   * the commands were sent (one connection), so a published seq at or below it, or any other seq
+   * below it, means the counter went back: Redis lost commits. Reset to the seq seen then, so the
+   * next commit that returns says it once (the one that saw it, unless its wait for replicas failed).
+   */
+  let highest = 0;
+  let wentBack = false;
+  const seen = (seq: number, published = false) => {
+    const back = published ? seq <= highest : seq < highest;
+    if (back || seq > highest) highest = seq;
+    if (back) wentBack = true;
+    return seq;
+  };
   return {
     history: createHistoryIndex(redis, keys),
     async commit(entry, keepVersions) {
@@ -236,7 +250,10 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
           'the catalog in Redis has not been restored from the store yet (Redis lost its data, or is new); will retry',
         );
       }
+      seen(Number(seq), outcome === 'published');
       if (outcome !== 'superseded' && waitReplicas > 0) await replicated();
+      const behind = wentBack;
+      wentBack = false;
       const n = Number(count ?? 0);
       return {
         outcome: outcome as CommitOutcome,
@@ -244,6 +261,7 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         seq: Number(seq),
         evicted: rest.slice(0, n),
         ...(outcome === 'published' ? { history: { added: member as string, removed: rest.slice(n) } } : {}),
+        ...(behind ? { behind: true as const } : {}),
       };
     },
     async carry(sha256, bytes) {
@@ -263,17 +281,17 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
       const entries: CatalogEntry[] = [];
       for (let i = 1; i < flat.length; i += 2) entries.push(JSON.parse(flat[i] as string) as CatalogEntry);
       entries.sort((a, b) => (a.filename < b.filename ? -1 : 1));
-      return { seq: Number(seq), entries };
+      return { seq: seen(Number(seq)), entries };
     },
     async snapshotJson() {
       const [seq, flat] = (await redis.eval(SNAPSHOT_LUA, 2, keys.catalog, keys.catalogSeq)) as [string, string[]];
       const entries: [string, string][] = [];
       for (let i = 1; i < flat.length; i += 2) entries.push([flat[i - 1] as string, flat[i] as string]);
       entries.sort((a, b) => (a[0] < b[0] ? -1 : 1));
-      return { seq: Number(seq), entries };
+      return { seq: seen(Number(seq)), entries };
     },
     async seq() {
-      return Number((await redis.get(keys.catalogSeq)) ?? 0);
+      return seen(Number((await redis.get(keys.catalogSeq)) ?? 0));
     },
   };
 }

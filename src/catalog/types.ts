@@ -45,6 +45,11 @@ export interface CommitResult {
   readonly evicted: readonly string[];
   /** When published: the history member added and those trimmed (history-index.ts), for the store's records. */
   readonly history?: { readonly added: string; readonly removed: readonly string[] };
+  /**
+   * The catalog's seq was below one this process had been given before: Redis lost commits (it
+   * came back on older data, or a replica without them was promoted).
+   */
+  readonly behind?: true;
 }
 
 /** Announced on the catalog channel after every published change. */

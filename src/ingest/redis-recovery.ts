@@ -43,8 +43,8 @@ export async function recoverFromStore(deps: RecoveryDeps, opts: { force?: boole
 }
 
 export interface RecoveryGuard {
-  /** Restore now, forced (the catalog was found behind the manifest). */
-  behind(): void;
+  /** Restore now, forced (the catalog went back, or was found behind the manifest); rejects if it could not. */
+  behind(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -88,7 +88,7 @@ export async function startRecoveryGuard(deps: RecoveryDeps): Promise<RecoveryGu
   const timer = setInterval(() => void run(false), CHECK_EVERY_MS);
   timer.unref();
   return {
-    behind: () => void run(true),
+    behind: () => (closed ? Promise.resolve() : recover(true)),
     async close() {
       closed = true;
       clearInterval(timer);

@@ -128,3 +128,30 @@ describe('the key records kept in the store', () => {
     expect(await ks.verify(b.key)).toBeUndefined();
   });
 });
+
+describe('a commit into a catalog that went back', () => {
+  it('says so once, when its seq is at or below one this process was given before', async () => {
+    const t = await setup('went-back');
+    await restoreCatalog(redis, t.keys, t.store);
+    const first = await t.catalog.commit(entry('a.json', 1), 3);
+    const second = await t.catalog.commit(entry('b.json', 2), 3);
+    expect([first.behind, second.behind]).toEqual([undefined, undefined]);
+    // Another process's commits move the seq on: not a loss.
+    await createCatalog(redis, t.keys).commit(entry('c.json', 3), 3);
+    expect((await t.catalog.commit(entry('a.json', 4), 3)).behind).toBeUndefined();
+    // Redis lost the last two commits (its counter back by two): the next commit takes a seq given before.
+    await redis.decrby(t.keys.catalogSeq, 2);
+    const after = await t.catalog.commit(entry('d.json', 5), 3);
+    expect(after.outcome).toBe('published');
+    expect(after.behind).toBe(true);
+    expect((await t.catalog.commit(entry('e.json', 6), 3)).behind).toBeUndefined();
+    // An answer that publishes nothing says so too, when its seq is below the highest seen.
+    await redis.decrby(t.keys.catalogSeq, 1);
+    expect((await t.catalog.commit(entry('e.json', 6), 3)).behind).toBe(true);
+    // A read of the seq that finds it lower tells the next commit, whatever seq that one gets.
+    await redis.decrby(t.keys.catalogSeq, 1);
+    await t.catalog.seq();
+    await redis.incrby(t.keys.catalogSeq, 10);
+    expect((await t.catalog.commit(entry('f.json', 7), 3)).behind).toBe(true);
+  });
+});

@@ -118,12 +118,37 @@ describe('removing settled claims once a manifest covers them', () => {
       let c = await claim(name, 100_000);
       if (i % 2) await rewriteInPlace(c.path, 100_000);
       c = await sameTick(c);
-      removal.afterManifest(i, i < 4 ? c : { path: c.path, seen: c.seen }, 100_000);
+      removal.afterManifest(i, i < 4 ? c : { path: c.path, seen: c.seen }, versionOf(name, 100_000));
       names.push(name);
     }
     expect(removal.pending()).toBe(8);
-    await removal.removeCovered(7);
+    expect(await removal.removeCovered(7, () => true)).toBe(0);
     expect(removal.pending()).toBe(0);
     expect((await readdir(dir)).sort()).toEqual(names.filter((n) => n.startsWith('rewritten')).sort());
   });
+
+  it('keeps the claim of a commit the manifest does not hold (Redis lost it), for recovery to publish again', async () => {
+    const { log, lines } = capturingLogger();
+    const removal = createClaimRemoval({ log });
+    const held = await claim('held-1', 10);
+    const lost = await claim('lost-2', 10);
+    const later = await claim('later-3', 10);
+    removal.afterManifest(1, held, versionOf('held-1', 10));
+    removal.afterManifest(2, lost, versionOf('lost-2', 10));
+    removal.afterManifest(5, later, versionOf('later-3', 10));
+    // The manifest at seq 4 holds the first version only: the second's seq now names another commit.
+    expect(await removal.removeCovered(4, (v) => v.filename === 'held-1')).toBe(1);
+    expect((await readdir(dir)).sort()).toEqual(['later-3', 'lost-2']);
+    expect(lines.some((l) => String(l.msg).includes('Redis lost the commit'))).toBe(true);
+    expect(removal.pending()).toBe(1);
+    // After the catalog went back, a waiting claim is judged by the next manifest whatever its seq.
+    removal.rebase();
+    expect(await removal.removeCovered(0, () => true)).toBe(0);
+    expect(await readdir(dir)).toEqual(['lost-2']);
+    expect(removal.pending()).toBe(0);
+  });
 });
+
+function versionOf(filename: string, size: number) {
+  return { filename, sha256: filename.padEnd(64, '0'), generatedAtMs: 1, publishedAt: '2026-01-01T00:00:00.000Z', size };
+}

@@ -16,8 +16,13 @@ export interface CatalogMirror {
   isOwn(seq: number): boolean;
   /** Read the whole catalog again on the next read. */
   forget(): void;
-  /** The catalog exactly as of one recent seq, sorted by filename: [filename, entry JSON]. */
-  read(): Promise<{ seq: number; files: Iterable<readonly [string, string]> }>;
+  /** The catalog went back (Redis lost commits): forget it, and the commits not yet applied (their seqs name others now). */
+  reset(): void;
+  /**
+   * The catalog exactly as of one recent seq, sorted by filename: [filename, entry JSON]; `get`
+   * answers for that same seq until the next read.
+   */
+  read(): Promise<{ seq: number; files: Iterable<readonly [string, string]>; get(filename: string): string | undefined }>;
 }
 
 interface Mirror {
@@ -59,6 +64,10 @@ export function createCatalogMirror(catalog: Pick<Catalog, 'seq' | 'snapshotJson
     forget() {
       mirror = undefined;
     },
+    reset() {
+      mirror = undefined;
+      ownCommits.clear();
+    },
     /**
      * The mirror advanced through this process's own commits since, as far as they follow each
      * other; else the whole catalog, read again. A commit whose committed() has not come yet (it is
@@ -76,7 +85,7 @@ export function createCatalogMirror(catalog: Pick<Catalog, 'seq' | 'snapshotJson
       for (const s of ownCommits.keys()) if (s <= mirror.seq) ownCommits.delete(s);
       const m = mirror;
       m.names ??= [...m.files.keys()].sort((a, b) => (a < b ? -1 : 1));
-      return { seq: m.seq, files: m.names.map((f) => [f, m.files.get(f)!] as const) };
+      return { seq: m.seq, files: m.names.map((f) => [f, m.files.get(f)!] as const), get: (f) => m.files.get(f) };
     },
   };
 }

@@ -3,9 +3,15 @@
  * published drop's claim once a manifest covering its commit is written, an `unchanged` drop's
  * claim after the next check of the manifest against the catalog (it may have been committed by
  * an attempt that died before the manifest was written).
+ *
+ * A manifest covers a commit when its seq has reached the commit's and it holds the version (or
+ * a newer one) under the filename. A Redis that lost its last commits gives their seqs to new
+ * ones, so the seq alone would remove the claim of a publication no manifest or catalog holds:
+ * such a claim stays, and recovery publishes it again.
  */
 import { unlinkSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
+import type { CatalogEntry } from '../../catalog/types.js';
 import type { Logger } from '../../log.js';
 import { writtenSince, type SeenClaim } from '../drop-folder/written-since.js';
 import { inBatches } from './cleanup-batch.js';
@@ -24,9 +30,15 @@ const HELD_MAX_BYTES = 16 * 1024 * 1024;
 
 const pathOf = (c: ClaimRef): string => (typeof c === 'string' ? c : c.path);
 
+/** What a published claim's commit put in the catalog (what a covering manifest must hold). */
+export type CommittedVersion = Pick<CatalogEntry, 'filename' | 'sha256' | 'sourceSha256' | 'generatedAtMs' | 'publishedAt' | 'size'>;
+
+/** Whether the manifest just written (or read) holds `version` or a newer one under its filename. */
+export type ManifestHolds = (version: CommittedVersion) => boolean;
+
 export interface ClaimRemoval {
-  /** Remove the claim once a manifest covering `seq` is written; `bytes`: the drop's size, when known. */
-  afterManifest(seq: number, claim: ClaimRef, bytes?: number): void;
+  /** Remove the claim once a manifest covering `seq` and holding `version` is written. */
+  afterManifest(seq: number, claim: ClaimRef, version?: CommittedVersion): void;
   /** Remove the claim after the next check of the manifest. */
   afterCheck(claim: ClaimRef): void;
   /** Whether claims wait for a check. */
@@ -37,8 +49,13 @@ export interface ClaimRemoval {
   putBackChecks(claims: readonly ClaimRef[]): void;
   /** Remove claims whose check is done. */
   removeChecked(claims: readonly ClaimRef[]): Promise<void>;
-  /** Remove the claims a manifest at `written` covers. */
-  removeCovered(written: number): Promise<void>;
+  /**
+   * Remove the claims a manifest at `written` covers; those within its seq whose version it does
+   * not hold are left to recovery (their commits were lost). Resolves to how many were left.
+   */
+  removeCovered(written: number, holds: ManifestHolds): Promise<number>;
+  /** The catalog went back (Redis lost commits): every claim waiting is judged by the next manifest, whatever its seq. */
+  rebase(): void;
   /** Claims waiting (for a manifest or a check). */
   pending(): number;
 }
@@ -55,7 +72,7 @@ export interface ClaimRemovalOptions {
 interface PendingClaim {
   readonly seq: number;
   readonly claim: ClaimRef;
-  readonly bytes?: number;
+  readonly version?: CommittedVersion;
 }
 
 export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
@@ -85,13 +102,13 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
    * a hop to the thread pool costs 0.1–0.3 ms: src/sync-io.ts), the others on the thread pool,
    * CLEANUP_BATCH at a time.
    */
-  const remove = async (all: readonly { readonly claim: ClaimRef; readonly bytes?: number }[]) => {
+  const remove = async (all: readonly { readonly claim: ClaimRef; readonly version?: CommittedVersion }[]) => {
     for (const c of all) release(c.claim);
     const list = await keepWrittenSince(all);
     const later: string[] = [];
     for (const c of list) {
       const path = pathOf(c.claim);
-      if (c.bytes === undefined || c.bytes > syncIoMaxBytes) later.push(path);
+      if (c.version === undefined || c.version.size > syncIoMaxBytes) later.push(path);
       else {
         try {
           unlinkSync(path);
@@ -117,9 +134,9 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   };
 
   return {
-    afterManifest(seq, claim, bytes) {
+    afterManifest(seq, claim, version) {
       claim = keep(claim);
-      covered.push(bytes !== undefined ? { seq, claim, bytes } : { seq, claim });
+      covered.push(version !== undefined ? { seq, claim, version } : { seq, claim });
     },
     afterCheck(claim) {
       checks.push(keep(claim));
@@ -134,10 +151,22 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
       checks.push(...claims);
     },
     removeChecked: (claims) => remove(claims.map((claim) => ({ claim }))),
-    async removeCovered(written) {
+    async removeCovered(written, holds) {
       const due = covered.filter((c) => c.seq <= written);
       covered = covered.filter((c) => c.seq > written);
-      await remove(due);
+      const lost = due.filter((c) => c.version !== undefined && !holds(c.version));
+      for (const c of lost) {
+        release(c.claim);
+        log.warn(
+          { filename: c.version!.filename, sha256: c.version!.sha256, path: pathOf(c.claim) },
+          'Redis lost the commit of a publication (the catalog went back): its claim stays, and recovery publishes it again',
+        );
+      }
+      await remove(lost.length === 0 ? due : due.filter((c) => !lost.includes(c)));
+      return lost.length;
+    },
+    rebase() {
+      covered = covered.map((c) => ({ ...c, seq: 0 }));
     },
     pending: () => covered.length + checks.length,
   };

@@ -14,7 +14,13 @@
  * What stays true:
  * - A claim is removed only after its commit and a manifest reflecting it are durable. A crash
  *   before that leaves the claim in .processing: it is queued again (recovery.ts), found already
- *   committed (`unchanged`), and removed after the manifest check below.
+ *   committed (`unchanged`), and removed after the manifest check below. A manifest reflects a
+ *   commit when it holds its version or a newer one, not only when its seq has reached the
+ *   commit's (claim-removal.ts).
+ * - Redis that lost its last commits (the catalog's seq went back: a commit says so, or the store's
+ *   manifest is ahead of the catalog) is restored from the manifest before the next write
+ *   (onCatalogBehind), so a manifest holding versions the catalog lost is never written over by
+ *   one without them; the claims of commits no manifest holds stay, and recovery publishes them again.
  * - The manifest is written from a whole catalog snapshot: the catalog exactly as it was at one seq.
  *   Two processes may race (one writes an older snapshot over a newer one): the writer that saw the
  *   catalog move during its write reads the manifest back and, if it is behind the catalog, writes
@@ -27,11 +33,12 @@
 import { readManifest, renderManifest } from '../../catalog/manifest.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
 import type { CatalogEntry } from '../../catalog/types.js';
+import { holdsVersion } from '../publish/decide.js';
 import type { Logger } from '../../log.js';
 import { MANIFEST_KEY, type Store } from '../../store/store.js';
 import { createBackgroundStep } from './background-step.js';
 import { createCatalogMirror } from './catalog-mirror.js';
-import { createClaimRemoval, type ClaimRef } from './claim-removal.js';
+import { createClaimRemoval, type ClaimRef, type ManifestHolds } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
 
@@ -49,6 +56,12 @@ export interface ManifestWriter {
   ): void;
   /** Compare the manifest with the catalog soon (writing it if behind), then remove `claim`. */
   check(claim: ClaimRef): void;
+  /**
+   * A commit found the catalog's seq below one this process was given before (Redis lost commits):
+   * the catalog is restored from the manifest before the next write, and the claims waiting are
+   * judged by what that write holds.
+   */
+  wentBack(seq: number): void;
   /** Write what is pending and remove the claims waiting for it; rejects if the store or Redis fail. */
   flush(): Promise<void>;
   /** Claims waiting for a manifest write. */
@@ -76,8 +89,11 @@ export interface ManifestWriterOptions {
   readonly syncIoMaxBytes?: number;
   /** The clock a write is timed with, ms (default performance.now; tests pass their own). */
   readonly now?: () => number;
-  /** Told when the store's manifest is ahead of the catalog: Redis lost commits (the catalog is restored from it). */
-  readonly onCatalogBehind?: () => void;
+  /**
+   * Restores the catalog from the store's manifest (forced): called when Redis lost commits, and
+   * awaited before the next manifest write; a rejection is retried.
+   */
+  readonly onCatalogBehind?: () => Promise<void>;
 }
 
 export function createManifestWriter(opts: ManifestWriterOptions): ManifestWriter {
@@ -101,21 +117,28 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   let verifyOwn = false;
   /** The store's manifest was seen ahead of the catalog (see step). */
   let catalogReset = false;
+  /** Redis lost commits: restore the catalog from the manifest before writing one. */
+  let restoreDue = false;
   /** flush() runs the step: everything pending is written, the history records too. */
   let flushing = false;
 
   const step = async () => {
+    if (restoreDue && opts.onCatalogBehind) await opts.onCatalogBehind();
+    restoreDue = false;
     const checked = claims.takeChecks();
     const all = checkAll;
     const verify = verifyOwn;
     checkAll = false;
     verifyOwn = false;
+    /** What the manifest this step wrote, or read from the store, holds: covered claims go only with it. */
+    let holds: ManifestHolds | undefined;
     try {
       if (all || verify || checked.length > 0) {
         const seq = await catalog.seq();
         // Unless asked to look (start, period, a raced write), trust what this process wrote.
         if (all || verify || seq > written) {
-          const stored = (await readManifest(store))?.seq ?? -1;
+          const manifest = await readManifest(store);
+          const stored = manifest?.seq ?? -1;
           // Behind the catalog: whoever committed died before writing it (or is about to). After
           // a raced write (verify) whose snapshot is still the one in the store, ours may have
           // landed over a newer manifest whose writer has removed its claims and will not look
@@ -123,24 +146,29 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
           const oursLanded = verify && stored === written;
           if ((all || oursLanded || checked.length > 0) && stored < seq && seq > own) own = seq;
           written = stored;
+          holds = (v) => holdsVersion(manifest && Object.hasOwn(manifest.files, v.filename) ? manifest.files[v.filename] : undefined, v);
           // Ahead of the catalog: Redis lost commits. The manifest is left as it is, the catalog is
-          // restored from it (onCatalogBehind), and this process's next commit writes the manifest
-          // from the whole catalog again.
+          // restored from it (onCatalogBehind, the next step), and this process's next commit
+          // writes the manifest from the whole catalog again.
           if (stored > seq) {
             catalogReset = true;
+            restoreDue = true;
             mirror.forget();
-            opts.onCatalogBehind?.();
           }
         }
       }
       // A periodic or start-up check re-reads the whole catalog on the next write: whatever
       // happened to it meanwhile (Redis restarted on older data), the mirror is rebuilt from it.
       if (all) mirror.forget();
-      if (own > written) {
+      if (own > written && !restoreDue) {
         const started = now();
         const at = await mirror.read();
         await store.put(MANIFEST_KEY, renderManifest(at.seq, new Date(), at.files), 'application/json');
         written = at.seq;
+        holds = (v) => {
+          const json = at.get(v.filename);
+          return json !== undefined && holdsVersion(JSON.parse(json) as CatalogEntry, v);
+        };
         windowMs = Math.min(maxCoalesceMs, Math.max(coalesceMs, 4 * (now() - started)));
         // Others committed meanwhile and may write an older snapshot over ours: look again soon.
         // Commits all known to be our own need no look (nobody else writes for them).
@@ -154,7 +182,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       throw err;
     }
     await claims.removeChecked(checked);
-    await claims.removeCovered(written);
+    if (holds) await claims.removeCovered(written, holds);
     await eviction.deleteCovered(written);
     // The store's history records (history-records.ts): a log object once they are due (or when
     // flushing); at start and periodically, a history index Redis lost is rebuilt from them, and
@@ -167,7 +195,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   };
 
   const settled = () => own <= written && !checkAll && !verifyOwn && claims.pending() === 0 && records.pending() === 0;
-  const manifestDue = () => own > written || checkAll || verifyOwn || claims.awaitingCheck();
+  const manifestDue = () => own > written || checkAll || verifyOwn || restoreDue || claims.awaitingCheck();
   const background = createBackgroundStep({
     step,
     more: () => manifestDue() || records.pending() > 0,
@@ -197,8 +225,18 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       mirror.committed(seq, filename, entry);
       eviction.evicted(seq, filename, evicted);
       if (history) records.committed(filename, history.added, history.removed);
-      claims.afterManifest(seq, claim, entry?.size);
+      claims.afterManifest(seq, claim, entry);
       background.schedule(windowMs);
+    },
+    wentBack(seq) {
+      log.warn({ seq }, 'the catalog went back (Redis lost its last commits): restoring it from the manifest before writing one');
+      mirror.reset();
+      claims.rebase();
+      catalogReset = false;
+      restoreDue = true;
+      written = -1;
+      own = seq;
+      background.schedule(0);
     },
     check(claim) {
       claims.afterCheck(claim);

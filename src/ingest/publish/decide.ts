@@ -26,3 +26,13 @@ export function decideAgainst(current: CatalogEntry | undefined, drop: DropIdent
   if (current.generatedAtMs > drop.generatedAtMs) return 'superseded';
   return undefined;
 }
+
+/**
+ * Whether `current` is `version` or a newer one: a drop of `version` would be unchanged or
+ * superseded, or `current` is a correction (same `generated_at`, other bytes) published after it.
+ */
+export function holdsVersion(current: CatalogEntry | undefined, version: DropIdentity & Pick<CatalogEntry, 'generatedAtMs' | 'publishedAt'>): boolean {
+  if (!current) return false;
+  if (decideAgainst(current, version) !== undefined) return true;
+  return current.generatedAtMs === version.generatedAtMs && current.publishedAt > version.publishedAt;
+}

@@ -226,6 +226,7 @@ async function commitDrop(ctx: PublishContext, claim: Claim, drop: ReadDrop, lap
   }
   const result = await deps.catalog.commit(entry, deps.config.ingest.keepVersions);
   laps.lap('commit', t);
+  if (result.behind) manifest.wentBack(result.seq);
   const carriedTo = await carried;
   if (result.outcome === 'published') {
     if (deps.onPublished) {

@@ -59,8 +59,12 @@ export interface PublisherDeps {
   readonly onPublishing?: (sha256: string, bytes: Buffer) => void;
   /** Which versions are carried to readers in other processes ahead of their commit (carry.ts); none without it. */
   readonly carry?: CarryPolicy;
-  /** The manifest writer found the catalog behind the store's manifest (Redis lost commits). */
-  readonly onCatalogBehind?: () => void;
+  /**
+   * Restore the catalog from the store's manifest, forced: Redis lost commits (a commit found the
+   * catalog's seq gone back, or the manifest writer found the catalog behind the manifest). Awaited
+   * before the next manifest write; a rejection is retried.
+   */
+  readonly onCatalogBehind?: () => Promise<void>;
 }
 
 export interface Publisher {
