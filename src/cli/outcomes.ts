@@ -145,8 +145,8 @@ async function settleGone(claim: string, inboxDir: string): Promise<Outcome> {
 
 /**
  * Each outcome, one line (tab-separated) or JSON object per submission; exit 1 when any failed.
- * `newRejectionId`: a rejected line also ends with the id the rejection is kept under now
- * (`rejected retry`: the line starts with the old one).
+ * A rejected line ends with the id its rejection is kept under (`id <id>`, or with
+ * `newRejectionId` `new id <id>`: `rejected retry`, whose line starts with the old one).
  */
 export function reportOutcomes(
   ctx: CliContext,
@@ -164,7 +164,8 @@ export function reportOutcomes(
     for (const [i, s] of submitted.entries()) {
       const o = outcomes[i]!;
       const tail =
-        (o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : '') + (newRejectionId && o.rejectionId ? `\tnew id ${o.rejectionId}` : '');
+        (o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : '') +
+        (o.rejectionId ? `\t${newRejectionId ? 'new id' : 'id'} ${o.rejectionId}` : '');
       ctx.io.stdout.write(`${Object.values(s.fields).join('\t')}\t${o.outcome}${tail}\n`);
     }
   if (outcomes.some((o) => FAILING.has(o.outcome) || o.failed)) process.exitCode = 1;

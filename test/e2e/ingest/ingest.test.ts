@@ -2,6 +2,7 @@
  * End to end over the real command: `oddsfiles start` as a child process, the generated corpus
  * dropped into its inbox, outcomes read from Redis (catalog and queue), the store and REJECTED_DIR.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -200,7 +201,11 @@ describe('ingest end to end (oddsfiles start)', () => {
     await writeFile(bad, '{}');
     const rej = await runCli(env, ['publish', bad]);
     expect(rej.code).toBe(1);
-    expect(rej.stdout).toBe(`${bad}\trejected\tunknown_filename: "odds.json" is not a feed filename of the registry\n`);
+    // The line ends with the id the rejection is kept under (its folder in REJECTED_DIR).
+    const [line, id] = rej.stdout.split('\tid ');
+    expect(line).toBe(`${bad}\trejected\tunknown_filename: "odds.json" is not a feed filename of the registry`);
+    expect(id).toMatch(/^\d{8}T\d{9}Z-\S+\n$/);
+    expect(existsSync(join(dataDir, 'rejected', id!.trim(), 'reason.json'))).toBe(true);
     const json = await runCli(env, ['publish', '--json', bad]);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual([
