@@ -31,7 +31,7 @@ import { ingestRound, referenceRound } from './lib/common/rounds.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
-const VARIANT_IDS = ['single', 'c1', 'default', 'c8', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
+const VARIANT_IDS = ['single', 'single8', 'c1', 'default', 'c8', 'c8pool16', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
 
 const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
   rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
@@ -102,6 +102,20 @@ function pickVariants(): Variant[] {
     { id: 'c8', name: 'watcher+worker, concurrency 8', options: { shape: 'ingest', config: { ingest: { concurrency: 8 } } }, seconds: [], cpu: [] },
     { id: 'c16', name: 'watcher+worker, concurrency 16', options: { shape: 'ingest', config: { ingest: { concurrency: 16 } } }, seconds: [], cpu: [] },
     { id: 'two', name: 'watcher+worker + a 2nd worker process, concurrency 4 each', options: { shape: 'ingest', extraWorkers: 1 }, seconds: [], cpu: [] },
+    {
+      id: 'c8pool16',
+      name: 'watcher+worker, concurrency 8, `UV_THREADPOOL_SIZE=16`',
+      options: { shape: 'ingest', config: { ingest: { concurrency: 8 } }, env: { UV_THREADPOOL_SIZE: '16' } },
+      seconds: [],
+      cpu: [],
+    },
+    {
+      id: 'single8',
+      name: 'one process, all roles, concurrency 8, `UV_THREADPOOL_SIZE=16`',
+      options: { shape: 'single', config: { ingest: { concurrency: 8 } }, env: { UV_THREADPOOL_SIZE: '16' } },
+      seconds: [],
+      cpu: [],
+    },
     {
       id: 'pool32',
       name: 'watcher+worker, concurrency 16, `UV_THREADPOOL_SIZE=32`',
