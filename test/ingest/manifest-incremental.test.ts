@@ -16,6 +16,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderManifest, toManifest } from '../../src/catalog/manifest.js';
 import { createCatalog, type Catalog } from '../../src/catalog/redis-catalog.js';
+import { restoreCatalog } from '../../src/catalog/restore.js';
 import type { CatalogEntry } from '../../src/catalog/types.js';
 import { createManifestWriter } from '../../src/ingest/background/manifest-sync.js';
 import { createLogger } from '../../src/log.js';
@@ -105,7 +106,26 @@ describe('the manifest writer, incrementally', () => {
       expect(Object.keys(m.files)).toEqual(snapshot.entries.map((e) => e.filename));
       expect(Object.values(m.files)).toEqual(snapshot.entries);
     };
-    return { store: countedStore, catalog: counted, otherCatalog, publish, manifest, expectMirrors, counts, slowManifest, now: () => clock.ms };
+    /** Restores the catalog from the store's manifest, forced, as a worker's recovery guard does. */
+    const restore = async () => {
+      restores++;
+      await restoreCatalog(redis, redisKeys(prefix), store, { force: true });
+    };
+    let restores = 0;
+    return {
+      store: countedStore,
+      catalog: counted,
+      otherCatalog,
+      publish,
+      manifest,
+      expectMirrors,
+      counts,
+      slowManifest,
+      now: () => clock.ms,
+      prefix,
+      restore,
+      restores: () => restores,
+    };
   };
 
   it('renders the same bytes as toManifest', async () => {
@@ -207,6 +227,57 @@ describe('the manifest writer, incrementally', () => {
     await Promise.all([a.flush(), b.flush()]);
     await expectMirrors();
     expect(claims.filter((c) => existsSync(c))).toEqual([]);
+    a.close();
+    b.close();
+  });
+
+  it('two writers racing, each able to restore the catalog, never find it lacking what the manifest holds', async () => {
+    const { store, catalog, otherCatalog, publish, expectMirrors, restore, restores } = await setup();
+    const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, onCatalogBehind: restore });
+    const b = createManifestWriter({ catalog: otherCatalog, store, log, coalesceMs: 2, onCatalogBehind: restore });
+    for (let i = 0; i < 80; i++) {
+      const mine = i % 2 === 0;
+      const { result, claim, entry } = await publish(`site_live_r${i % 7}.json`, mine ? catalog : otherCatalog);
+      (mine ? a : b).committed(result.seq, entry.filename, result.evicted, claim, entry);
+      if (i % 3 === 0) await new Promise((r) => setTimeout(r, 3));
+    }
+    await Promise.all([a.flush(), b.flush()]);
+    await expectMirrors();
+    // Older snapshots than a manifest just written are read again, not taken for a loss.
+    expect(restores()).toBe(0);
+    a.close();
+    b.close();
+  });
+
+  it('a writer that never saw the commits Redis lost restores them from the manifest before writing over it', async () => {
+    const { store, catalog, otherCatalog, publish, manifest, prefix, restore, restores } = await setup();
+    const keys = redisKeys(prefix);
+    const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
+    const b = createManifestWriter({ catalog: otherCatalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
+    const commit = async (filename: string, via: Catalog, w: typeof a) => {
+      const { result, claim, entry } = await publish(filename, via);
+      w.committed(result.seq, entry.filename, result.evicted, claim, entry);
+      return entry;
+    };
+    await commit('site_live_other.json', otherCatalog, b);
+    await b.flush();
+    const first = await commit('site_live_lost.json', catalog, a);
+    const before = await redis.hget(keys.catalog, 'site_live_lost.json');
+    const newest = await commit('site_live_lost.json', catalog, a);
+    await a.flush();
+    expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
+    // Redis comes back without the last commit: the entry before it, the seq one lower.
+    await redis.hset(keys.catalog, 'site_live_lost.json', before!);
+    await redis.decr(keys.catalogSeq);
+    expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(first.sha256);
+    // The other writer commits next, at the lost seq, and writes its manifest.
+    await commit('site_live_next.json', otherCatalog, b);
+    await b.flush();
+    expect(restores()).toBeGreaterThan(0);
+    expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(newest.sha256);
+    const m = await manifest();
+    expect(m.files['site_live_lost.json']?.sha256).toBe(newest.sha256);
+    expect(Object.keys(m.files).sort()).toEqual(['site_live_lost.json', 'site_live_next.json', 'site_live_other.json']);
     a.close();
     b.close();
   });

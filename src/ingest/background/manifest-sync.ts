@@ -41,6 +41,7 @@ import { createCatalogMirror } from './catalog-mirror.js';
 import { createClaimRemoval, type ClaimRef, type ManifestHolds } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
+import { firstLacking } from './manifest-lacks.js';
 
 export interface ManifestWriter {
   /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
@@ -160,13 +161,34 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       // A periodic or start-up check re-reads the whole catalog on the next write: whatever
       // happened to it meanwhile (Redis restarted on older data), the mirror is rebuilt from it.
       if (all) mirror.forget();
-      if (own > written && !restoreDue) {
-        const started = now();
-        const at = await mirror.read();
+      const started = now();
+      let at = own > written && !restoreDue ? await mirror.read() : undefined;
+      // A snapshot read whole may come after others' commits, or after a Redis that lost some:
+      // it must hold every version the store's manifest holds before it is written over it.
+      if (at?.whole && opts.onCatalogBehind) {
+        const stored = await readManifest(store);
+        if (stored && firstLacking(stored, at.get) !== undefined) {
+          // Maybe only an older snapshot than the manifest another process just wrote: read again.
+          mirror.forget();
+          at = await mirror.read();
+          const lacking = firstLacking(stored, at.get);
+          if (lacking !== undefined) {
+            log.warn(
+              { filename: lacking, manifestSeq: stored.seq, seq: at.seq },
+              "the catalog lacks versions the store's manifest holds (Redis lost commits): restoring it from the manifest before writing one",
+            );
+            restoreDue = true;
+            mirror.reset();
+            at = undefined;
+          }
+        }
+      }
+      if (at) {
+        const snapshot = at;
         await store.put(MANIFEST_KEY, renderManifest(at.seq, new Date(), at.files), 'application/json');
         written = at.seq;
         holds = (v) => {
-          const json = at.get(v.filename);
+          const json = snapshot.get(v.filename);
           return json !== undefined && holdsVersion(JSON.parse(json) as CatalogEntry, v);
         };
         windowMs = Math.min(maxCoalesceMs, Math.max(coalesceMs, 4 * (now() - started)));
