@@ -282,6 +282,34 @@ describe('the manifest writer, incrementally', () => {
     b.close();
   });
 
+  it('the same when that writer next applies only its own commit (the lost commit had taken the seq after its last write)', async () => {
+    const { store, catalog, otherCatalog, publish, manifest, prefix, restore, restores } = await setup();
+    const keys = redisKeys(prefix);
+    const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
+    const b = createManifestWriter({ catalog: otherCatalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
+    const commit = async (filename: string, via: Catalog, w: typeof a) => {
+      const { result, claim, entry } = await publish(filename, via);
+      w.committed(result.seq, entry.filename, result.evicted, claim, entry);
+      await w.flush();
+      return entry;
+    };
+    await commit('site_live_other.json', otherCatalog, b);
+    const first = await commit('site_live_lost.json', catalog, a);
+    await commit('site_live_other.json', otherCatalog, b); // b's last write: the catalog up to here
+    const newest = await commit('site_live_lost.json', catalog, a);
+    expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
+    await redis.hset(keys.catalog, 'site_live_lost.json', JSON.stringify(first));
+    await redis.decr(keys.catalogSeq);
+    // b's next commit takes the lost seq, the one after its last write: its catalog in memory
+    // advances through its own commit alone, without reading the catalog whole.
+    await commit('site_live_next.json', otherCatalog, b);
+    expect(restores()).toBeGreaterThan(0);
+    expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(newest.sha256);
+    expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
+    a.close();
+    b.close();
+  });
+
   it('a writer whose older snapshot lands over a newer manifest writes the newer one again', async () => {
     // The race of the test above, made certain: B reads the catalog at seq 1 and its write is held;
     // A commits seq 2, writes its manifest and removes its claim; then B's older manifest lands.

@@ -4,8 +4,10 @@
  * so a snapshot read after the manifest was written holds each of its versions or a newer one;
  * one that does not means Redis lost commits the manifest had covered.
  */
-import type { Manifest } from '../../catalog/manifest.js';
+import { readManifest, type Manifest } from '../../catalog/manifest.js';
 import type { CatalogEntry } from '../../catalog/types.js';
+import { StoreNotFoundError } from '../../errors.js';
+import { MANIFEST_KEY, type Store } from '../../store/store.js';
 import { holdsVersion } from '../publish/decide.js';
 
 /** The first filename whose version in `stored` the snapshot (`get`: its entry JSON) lacks. */
@@ -18,4 +20,25 @@ export function firstLacking(stored: Manifest, get: (filename: string) => string
     if (!holdsVersion(JSON.parse(json) as CatalogEntry, version)) return filename;
   }
   return undefined;
+}
+
+/** What names a manifest's write: its first bytes, `{"format":1,"seq":…,"written_at":"…"` (renderManifest). */
+export function manifestHeader(bytes: Buffer): string {
+  return /^\{"format":1,"seq":\d+,"written_at":"[^"]*"/.exec(bytes.subarray(0, 96).toString('latin1'))?.[0] ?? '';
+}
+
+/**
+ * The store's manifest, unless it is the one this writer wrote last (`ownHeader`: its header),
+ * which holds nothing the writer's catalog lacks; undefined also when there is none.
+ */
+export async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | undefined): Promise<Manifest | undefined> {
+  let bytes: Buffer;
+  try {
+    bytes = await store.get(MANIFEST_KEY);
+  } catch (err) {
+    if (err instanceof StoreNotFoundError) return undefined;
+    throw err;
+  }
+  if (ownHeader !== undefined && manifestHeader(bytes) === ownHeader) return undefined;
+  return readManifest({ get: () => Promise.resolve(bytes) });
 }

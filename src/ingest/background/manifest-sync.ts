@@ -41,7 +41,7 @@ import { createCatalogMirror } from './catalog-mirror.js';
 import { createClaimRemoval, type ClaimRef, type ManifestHolds } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
-import { firstLacking } from './manifest-lacks.js';
+import { firstLacking, manifestHeader, othersManifest } from './manifest-lacks.js';
 
 export interface ManifestWriter {
   /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
@@ -120,6 +120,10 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   let catalogReset = false;
   /** Redis lost commits: restore the catalog from the manifest before writing one. */
   let restoreDue = false;
+  /** Another process commits to this catalog (a commit this one did not make was seen). */
+  let othersCommit = false;
+  /** The header of the manifest this writer wrote last (manifest-lacks.ts). */
+  let ownHeader: string | undefined;
   /** flush() runs the step: everything pending is written, the history records too. */
   let flushing = false;
 
@@ -163,10 +167,13 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       if (all) mirror.forget();
       const started = now();
       let at = own > written && !restoreDue ? await mirror.read() : undefined;
-      // A snapshot read whole may come after others' commits, or after a Redis that lost some:
-      // it must hold every version the store's manifest holds before it is written over it.
-      if (at?.whole && opts.onCatalogBehind) {
-        const stored = await readManifest(store);
+      // A snapshot must hold every version the store's manifest holds before it is written over
+      // it: checked whenever another process may have written that manifest (a snapshot read
+      // whole, or other processes commit), unless it is this writer's own last one.
+      if (at && opts.onCatalogBehind && (at.whole || othersCommit)) {
+        const stored = await othersManifest(store, ownHeader);
+        // Not the manifest this writer wrote last: another process writes them too.
+        if (stored && ownHeader !== undefined) othersCommit = true;
         if (stored && firstLacking(stored, at.get) !== undefined) {
           // Maybe only an older snapshot than the manifest another process just wrote: read again.
           mirror.forget();
@@ -185,7 +192,9 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       }
       if (at) {
         const snapshot = at;
-        await store.put(MANIFEST_KEY, renderManifest(at.seq, new Date(), at.files), 'application/json');
+        const bytes = renderManifest(at.seq, new Date(), at.files);
+        await store.put(MANIFEST_KEY, bytes, 'application/json');
+        ownHeader = manifestHeader(bytes);
         written = at.seq;
         holds = (v) => {
           const json = snapshot.get(v.filename);
@@ -195,7 +204,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
         // Others committed meanwhile and may write an older snapshot over ours: look again soon.
         // Commits all known to be our own need no look (nobody else writes for them).
         const latest = await catalog.seq();
-        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = true;
+        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = othersCommit = true;
       }
     } catch (err) {
       claims.putBackChecks(checked);
