@@ -1,14 +1,67 @@
 /**
- * Whether a catalog snapshot lacks a version the store's manifest holds. The catalog only moves
- * forward (newest wins, nothing is removed), and every manifest is written from a snapshot of it,
- * so a snapshot read after the manifest was written holds each of its versions or a newer one;
- * one that does not means Redis lost commits the manifest had covered.
+ * The check before a manifest write that the catalog holds every version the store's manifest
+ * holds. The catalog only moves forward (newest wins, nothing is removed), and every manifest is
+ * written from a snapshot of it, so a snapshot read after the manifest was written holds each of
+ * its versions or a newer one; one that does not means Redis lost commits the manifest had
+ * covered (possibly made by another worker, which this one never saw), and writing it would lose
+ * them from the store too.
  */
 import { readManifest, type Manifest } from '../../catalog/manifest.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import { StoreNotFoundError } from '../../errors.js';
+import type { Logger } from '../../log.js';
 import { MANIFEST_KEY, type Store } from '../../store/store.js';
 import { holdsVersion } from '../publish/decide.js';
+import type { CatalogMirror } from './catalog-mirror.js';
+
+type Snapshot = Awaited<ReturnType<CatalogMirror['read']>>;
+
+export interface ManifestGuard {
+  /**
+   * The catalog to write; undefined when it lacks versions the store's manifest holds (the
+   * catalog must be restored from the manifest first). The manifest is read only when another
+   * process may have written it (a snapshot read whole, or other processes commit), and compared
+   * only when it is not this writer's own last one.
+   */
+  snapshot(): Promise<Snapshot | undefined>;
+  /** This writer wrote `bytes` as the manifest. */
+  wrote(bytes: Buffer): void;
+  /** A commit this process did not make was seen. */
+  othersCommit(): void;
+}
+
+export function createManifestGuard(deps: { mirror: CatalogMirror; store: Pick<Store, 'get'>; log: Logger }): ManifestGuard {
+  const { mirror, store, log } = deps;
+  let others = false;
+  let ownHeader: string | undefined;
+  return {
+    async snapshot() {
+      const at = await mirror.read();
+      if (!at.whole && !others) return at;
+      const stored = await othersManifest(store, ownHeader);
+      if (!stored) return at;
+      if (ownHeader !== undefined) others = true; // another process writes manifests too
+      if (firstLacking(stored, at.get) === undefined) return at;
+      // Maybe only an older snapshot than the manifest another process just wrote: read again.
+      mirror.forget();
+      const again = await mirror.read();
+      const lacking = firstLacking(stored, again.get);
+      if (lacking === undefined) return again;
+      log.warn(
+        { filename: lacking, manifestSeq: stored.seq, seq: again.seq },
+        "the catalog lacks versions the store's manifest holds (Redis lost commits): restoring it from the manifest before writing one",
+      );
+      mirror.reset();
+      return undefined;
+    },
+    wrote(bytes) {
+      ownHeader = manifestHeader(bytes);
+    },
+    othersCommit() {
+      others = true;
+    },
+  };
+}
 
 /** The first filename whose version in `stored` the snapshot (`get`: its entry JSON) lacks. */
 export function firstLacking(stored: Manifest, get: (filename: string) => string | undefined): string | undefined {
@@ -23,15 +76,12 @@ export function firstLacking(stored: Manifest, get: (filename: string) => string
 }
 
 /** What names a manifest's write: its first bytes, `{"format":1,"seq":…,"written_at":"…"` (renderManifest). */
-export function manifestHeader(bytes: Buffer): string {
+function manifestHeader(bytes: Buffer): string {
   return /^\{"format":1,"seq":\d+,"written_at":"[^"]*"/.exec(bytes.subarray(0, 96).toString('latin1'))?.[0] ?? '';
 }
 
-/**
- * The store's manifest, unless it is the one this writer wrote last (`ownHeader`: its header),
- * which holds nothing the writer's catalog lacks; undefined also when there is none.
- */
-export async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | undefined): Promise<Manifest | undefined> {
+/** The store's manifest, unless it is the one this writer wrote last (`ownHeader`); undefined also when there is none. */
+async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | undefined): Promise<Manifest | undefined> {
   let bytes: Buffer;
   try {
     bytes = await store.get(MANIFEST_KEY);

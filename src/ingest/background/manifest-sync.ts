@@ -17,8 +17,9 @@
  *   committed (`unchanged`), and removed after the manifest check below. A manifest reflects a
  *   commit when it holds its version or a newer one, not only when its seq has reached the
  *   commit's (claim-removal.ts).
- * - Redis that lost its last commits (the catalog's seq went back: a commit says so, or the store's
- *   manifest is ahead of the catalog) is restored from the manifest before the next write
+ * - Redis that lost its last commits (the catalog's seq went back: a commit says so, the store's
+ *   manifest is ahead of the catalog, or the catalog lacks a version the manifest holds:
+ *   manifest-lacks.ts) is restored from the manifest before the next write
  *   (onCatalogBehind), so a manifest holding versions the catalog lost is never written over by
  *   one without them; the claims of commits no manifest holds stay, and recovery publishes them again.
  * - The manifest is written from a whole catalog snapshot: the catalog exactly as it was at one seq.
@@ -41,7 +42,7 @@ import { createCatalogMirror } from './catalog-mirror.js';
 import { createClaimRemoval, type ClaimRef, type ManifestHolds } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
-import { firstLacking, manifestHeader, othersManifest } from './manifest-lacks.js';
+import { createManifestGuard } from './manifest-lacks.js';
 
 export interface ManifestWriter {
   /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
@@ -106,6 +107,10 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   const claims = createClaimRemoval({ log, ...(opts.syncIoMaxBytes !== undefined ? { syncIoMaxBytes: opts.syncIoMaxBytes } : {}) });
   const eviction = createEviction({ catalog, store, log });
   const records = createHistoryRecords({ catalog, store, log });
+  // Without a restore to call, nothing is checked before a write (tests, one-off publishers).
+  const guard = opts.onCatalogBehind
+    ? createManifestGuard({ mirror, store, log })
+    : { snapshot: () => mirror.read(), wrote: () => undefined, othersCommit: () => undefined };
   /** The coalescing window: four times what the last write took, within [coalesceMs, maxCoalesceMs]. */
   let windowMs = coalesceMs;
   /** The catalog seq the manifest must reach: this process's commits, or a repair it took on. */
@@ -120,10 +125,6 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   let catalogReset = false;
   /** Redis lost commits: restore the catalog from the manifest before writing one. */
   let restoreDue = false;
-  /** Another process commits to this catalog (a commit this one did not make was seen). */
-  let othersCommit = false;
-  /** The header of the manifest this writer wrote last (manifest-lacks.ts). */
-  let ownHeader: string | undefined;
   /** flush() runs the step: everything pending is written, the history records too. */
   let flushing = false;
 
@@ -166,45 +167,28 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
       // happened to it meanwhile (Redis restarted on older data), the mirror is rebuilt from it.
       if (all) mirror.forget();
       const started = now();
-      let at = own > written && !restoreDue ? await mirror.read() : undefined;
-      // A snapshot must hold every version the store's manifest holds before it is written over
-      // it: checked whenever another process may have written that manifest (a snapshot read
-      // whole, or other processes commit), unless it is this writer's own last one.
-      if (at && opts.onCatalogBehind && (at.whole || othersCommit)) {
-        const stored = await othersManifest(store, ownHeader);
-        // Not the manifest this writer wrote last: another process writes them too.
-        if (stored && ownHeader !== undefined) othersCommit = true;
-        if (stored && firstLacking(stored, at.get) !== undefined) {
-          // Maybe only an older snapshot than the manifest another process just wrote: read again.
-          mirror.forget();
-          at = await mirror.read();
-          const lacking = firstLacking(stored, at.get);
-          if (lacking !== undefined) {
-            log.warn(
-              { filename: lacking, manifestSeq: stored.seq, seq: at.seq },
-              "the catalog lacks versions the store's manifest holds (Redis lost commits): restoring it from the manifest before writing one",
-            );
-            restoreDue = true;
-            mirror.reset();
-            at = undefined;
-          }
-        }
-      }
+      const due = own > written && !restoreDue;
+      const at = due ? await guard.snapshot() : undefined;
+      // The catalog lacks what the store's manifest holds: restored from it before the next write.
+      if (due && !at) restoreDue = true;
       if (at) {
-        const snapshot = at;
         const bytes = renderManifest(at.seq, new Date(), at.files);
         await store.put(MANIFEST_KEY, bytes, 'application/json');
-        ownHeader = manifestHeader(bytes);
+        guard.wrote(bytes);
         written = at.seq;
         holds = (v) => {
-          const json = snapshot.get(v.filename);
+          const json = at.get(v.filename);
           return json !== undefined && holdsVersion(JSON.parse(json) as CatalogEntry, v);
         };
         windowMs = Math.min(maxCoalesceMs, Math.max(coalesceMs, 4 * (now() - started)));
         // Others committed meanwhile and may write an older snapshot over ours: look again soon.
         // Commits all known to be our own need no look (nobody else writes for them).
         const latest = await catalog.seq();
-        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = othersCommit = true;
+        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++)
+          if (!mirror.isOwn(seq)) {
+            verifyOwn = true;
+            guard.othersCommit();
+          }
       }
     } catch (err) {
       claims.putBackChecks(checked);
