@@ -282,7 +282,7 @@ describe('the manifest writer, incrementally', () => {
     b.close();
   });
 
-  it('the same when that writer next applies only its own commit (the lost commit had taken the seq after its last write)', async () => {
+  it('the same when that writer never saw the other commit: its next own commit took the lost seq', async () => {
     const { store, catalog, otherCatalog, publish, manifest, prefix, restore, restores } = await setup();
     const keys = redisKeys(prefix);
     const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
@@ -293,9 +293,9 @@ describe('the manifest writer, incrementally', () => {
       await w.flush();
       return entry;
     };
+    // b publishes everything but the one commit a makes, which Redis then loses: b never sees it.
+    const first = await commit('site_live_lost.json', otherCatalog, b);
     await commit('site_live_other.json', otherCatalog, b);
-    const first = await commit('site_live_lost.json', catalog, a);
-    await commit('site_live_other.json', otherCatalog, b); // b's last write: the catalog up to here
     const newest = await commit('site_live_lost.json', catalog, a);
     expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
     await redis.hset(keys.catalog, 'site_live_lost.json', JSON.stringify(first));

@@ -20,10 +20,9 @@ export interface CatalogMirror {
   reset(): void;
   /**
    * The catalog exactly as of one recent seq, sorted by filename: [filename, entry JSON]; `get`
-   * answers for that same seq until the next read; `whole`: read whole from Redis (not advanced
-   * through this process's own commits alone).
+   * answers for that same seq until the next read.
    */
-  read(): Promise<{ seq: number; files: Iterable<readonly [string, string]>; get(filename: string): string | undefined; whole: boolean }>;
+  read(): Promise<{ seq: number; files: Iterable<readonly [string, string]>; get(filename: string): string | undefined }>;
 }
 
 interface Mirror {
@@ -79,15 +78,14 @@ export function createCatalogMirror(catalog: Pick<Catalog, 'seq' | 'snapshotJson
       // Only when the next commit after the mirror is ours can the mirror be advanced: one GET of
       // the seq says how far the catalog has gone.
       const next = mirror && ownCommits.has(mirror.seq + 1) ? await catalog.seq() : undefined;
-      const whole = !mirror || next === undefined || advance(mirror, next) === 0;
-      if (!mirror || whole) {
+      if (!mirror || next === undefined || advance(mirror, next) === 0) {
         const snapshot = await catalog.snapshotJson();
         mirror = { seq: snapshot.seq, files: new Map(snapshot.entries), names: snapshot.entries.map(([f]) => f) };
       }
       for (const s of ownCommits.keys()) if (s <= mirror.seq) ownCommits.delete(s);
       const m = mirror;
       m.names ??= [...m.files.keys()].sort((a, b) => (a < b ? -1 : 1));
-      return { seq: m.seq, files: m.names.map((f) => [f, m.files.get(f)!] as const), get: (f) => m.files.get(f), whole };
+      return { seq: m.seq, files: m.names.map((f) => [f, m.files.get(f)!] as const), get: (f) => m.files.get(f) };
     },
   };
 }

@@ -19,28 +19,23 @@ type Snapshot = Awaited<ReturnType<CatalogMirror['read']>>;
 export interface ManifestGuard {
   /**
    * The catalog to write; undefined when it lacks versions the store's manifest holds (the
-   * catalog must be restored from the manifest first). The manifest is read only when another
-   * process may have written it (a snapshot read whole, or other processes commit), and compared
+   * catalog must be restored from the manifest first). The store's manifest is read before every
+   * write (another worker may have written it, with commits this one never saw), and compared
    * only when it is not this writer's own last one.
    */
   snapshot(): Promise<Snapshot | undefined>;
   /** This writer wrote `bytes` as the manifest. */
   wrote(bytes: Buffer): void;
-  /** A commit this process did not make was seen. */
-  othersCommit(): void;
 }
 
 export function createManifestGuard(deps: { mirror: CatalogMirror; store: Pick<Store, 'get'>; log: Logger }): ManifestGuard {
   const { mirror, store, log } = deps;
-  let others = false;
   let ownHeader: string | undefined;
   return {
     async snapshot() {
       const at = await mirror.read();
-      if (!at.whole && !others) return at;
       const stored = await othersManifest(store, ownHeader);
       if (!stored) return at;
-      if (ownHeader !== undefined) others = true; // another process writes manifests too
       if (firstLacking(stored, at.get) === undefined) return at;
       // Maybe only an older snapshot than the manifest another process just wrote: read again.
       mirror.forget();
@@ -56,9 +51,6 @@ export function createManifestGuard(deps: { mirror: CatalogMirror; store: Pick<S
     },
     wrote(bytes) {
       ownHeader = manifestHeader(bytes);
-    },
-    othersCommit() {
-      others = true;
     },
   };
 }

@@ -108,9 +108,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   const eviction = createEviction({ catalog, store, log });
   const records = createHistoryRecords({ catalog, store, log });
   // Without a restore to call, nothing is checked before a write (tests, one-off publishers).
-  const guard = opts.onCatalogBehind
-    ? createManifestGuard({ mirror, store, log })
-    : { snapshot: () => mirror.read(), wrote: () => undefined, othersCommit: () => undefined };
+  const guard = opts.onCatalogBehind ? createManifestGuard({ mirror, store, log }) : { snapshot: () => mirror.read(), wrote: () => undefined };
   /** The coalescing window: four times what the last write took, within [coalesceMs, maxCoalesceMs]. */
   let windowMs = coalesceMs;
   /** The catalog seq the manifest must reach: this process's commits, or a repair it took on. */
@@ -184,11 +182,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
         // Others committed meanwhile and may write an older snapshot over ours: look again soon.
         // Commits all known to be our own need no look (nobody else writes for them).
         const latest = await catalog.seq();
-        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++)
-          if (!mirror.isOwn(seq)) {
-            verifyOwn = true;
-            guard.othersCommit();
-          }
+        for (let seq = at.seq + 1; seq <= latest && !verifyOwn; seq++) if (!mirror.isOwn(seq)) verifyOwn = true;
       }
     } catch (err) {
       claims.putBackChecks(checked);
