@@ -29,10 +29,12 @@ export function decideAgainst(current: CatalogEntry | undefined, drop: DropIdent
 
 /**
  * Whether `current` is `version` or a newer one: a drop of `version` would be unchanged or
- * superseded, or `current` is a correction (same `generated_at`, other bytes) published after it.
+ * superseded, or `current` is a correction (same `generated_at`, other bytes) published after it
+ * (or in the same millisecond, which cannot be ordered: the restore from the manifest keeps the
+ * catalog's then too, src/catalog/restore.ts).
  */
 export function holdsVersion(current: CatalogEntry | undefined, version: DropIdentity & Pick<CatalogEntry, 'generatedAtMs' | 'publishedAt'>): boolean {
   if (!current) return false;
   if (decideAgainst(current, version) !== undefined) return true;
-  return current.generatedAtMs === version.generatedAtMs && current.publishedAt > version.publishedAt;
+  return current.generatedAtMs === version.generatedAtMs && current.publishedAt >= version.publishedAt;
 }
