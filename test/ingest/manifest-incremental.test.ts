@@ -249,65 +249,64 @@ describe('the manifest writer, incrementally', () => {
     b.close();
   });
 
-  it('a writer that never saw the commits Redis lost restores them from the manifest before writing over it', async () => {
-    const { store, catalog, otherCatalog, publish, manifest, prefix, restore, restores } = await setup();
-    const keys = redisKeys(prefix);
-    const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
-    const b = createManifestWriter({ catalog: otherCatalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
-    const commit = async (filename: string, via: Catalog, w: typeof a) => {
-      const { result, claim, entry } = await publish(filename, via);
-      w.committed(result.seq, entry.filename, result.evicted, claim, entry);
+  /** Two workers' writers on one catalog, each able to restore it; `commit` publishes and writes the manifest. */
+  const twoWriters = async () => {
+    const t = await setup();
+    const writer = (catalog: Catalog) =>
+      createManifestWriter({ catalog, store: t.store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: t.restore });
+    const writers = { a: writer(t.catalog), b: writer(t.otherCatalog) };
+    const commit = async (filename: string, by: 'a' | 'b') => {
+      const { result, claim, entry } = await t.publish(filename, by === 'a' ? t.catalog : t.otherCatalog);
+      writers[by].committed(result.seq, entry.filename, result.evicted, claim, entry);
+      await writers[by].flush();
       return entry;
     };
-    await commit('site_live_other.json', otherCatalog, b);
-    await b.flush();
-    const first = await commit('site_live_lost.json', catalog, a);
-    const before = await redis.hget(keys.catalog, 'site_live_lost.json');
-    const newest = await commit('site_live_lost.json', catalog, a);
-    await a.flush();
+    /** Redis comes back without the last commit: `before` under its filename again, the seq one lower. */
+    const loseLast = async (before: CatalogEntry) => {
+      const keys = redisKeys(t.prefix);
+      await redis.hset(keys.catalog, before.filename, JSON.stringify(before));
+      await redis.decr(keys.catalogSeq);
+    };
+    const close = () => {
+      writers.a.close();
+      writers.b.close();
+    };
+    return { ...t, commit, loseLast, close };
+  };
+
+  it('a writer that never saw the commits Redis lost restores them from the manifest before writing over it', async () => {
+    const { catalog, manifest, commit, loseLast, restores, close } = await twoWriters();
+    await commit('site_live_other.json', 'b');
+    const first = await commit('site_live_lost.json', 'a');
+    const newest = await commit('site_live_lost.json', 'a');
     expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
-    // Redis comes back without the last commit: the entry before it, the seq one lower.
-    await redis.hset(keys.catalog, 'site_live_lost.json', before!);
-    await redis.decr(keys.catalogSeq);
+    await loseLast(first);
     expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(first.sha256);
     // The other writer commits next, at the lost seq, and writes its manifest.
-    await commit('site_live_next.json', otherCatalog, b);
-    await b.flush();
+    await commit('site_live_next.json', 'b');
     expect(restores()).toBeGreaterThan(0);
     expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(newest.sha256);
     const m = await manifest();
     expect(m.files['site_live_lost.json']?.sha256).toBe(newest.sha256);
     expect(Object.keys(m.files).sort()).toEqual(['site_live_lost.json', 'site_live_next.json', 'site_live_other.json']);
-    a.close();
-    b.close();
+    close();
   });
 
   it('the same when that writer never saw the other commit: its next own commit took the lost seq', async () => {
-    const { store, catalog, otherCatalog, publish, manifest, prefix, restore, restores } = await setup();
-    const keys = redisKeys(prefix);
-    const a = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
-    const b = createManifestWriter({ catalog: otherCatalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
-    const commit = async (filename: string, via: Catalog, w: typeof a) => {
-      const { result, claim, entry } = await publish(filename, via);
-      w.committed(result.seq, entry.filename, result.evicted, claim, entry);
-      await w.flush();
-      return entry;
-    };
+    const { catalog, manifest, commit, loseLast, restores, close } = await twoWriters();
     // b publishes everything but the one commit a makes, which Redis then loses: b never sees it.
-    const first = await commit('site_live_lost.json', otherCatalog, b);
-    await commit('site_live_other.json', otherCatalog, b);
-    const newest = await commit('site_live_lost.json', catalog, a);
+    const first = await commit('site_live_lost.json', 'b');
+    await commit('site_live_other.json', 'b');
+    const newest = await commit('site_live_lost.json', 'a');
     expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
-    await redis.hset(keys.catalog, 'site_live_lost.json', JSON.stringify(first));
-    await redis.decr(keys.catalogSeq);
+    await loseLast(first);
     // b's next commit takes the lost seq, the one after its last write: its catalog in memory
     // advances through its own commit alone, without reading the catalog whole.
-    await commit('site_live_next.json', otherCatalog, b);
+    await commit('site_live_next.json', 'b');
     expect(restores()).toBeGreaterThan(0);
     expect((await catalog.get('site_live_lost.json'))?.sha256).toBe(newest.sha256);
     expect((await manifest()).files['site_live_lost.json']?.sha256).toBe(newest.sha256);
-    a.close();
-    b.close();
+    close();
   });
 
   it('a writer whose older snapshot lands over a newer manifest writes the newer one again', async () => {
