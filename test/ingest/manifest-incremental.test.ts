@@ -309,6 +309,19 @@ describe('the manifest writer, incrementally', () => {
     close();
   });
 
+  it('writes over a manifest that is not JSON instead of failing every write', async () => {
+    const { store, catalog, publish, expectMirrors, restore, restores } = await setup();
+    await store.put(MANIFEST_KEY, Buffer.from('{"format":1,"seq":'));
+    const w = createManifestWriter({ catalog, store, log, coalesceMs: 2, checkEveryMs: 600_000, onCatalogBehind: restore });
+    const { result, claim, entry } = await publish('site_live_x.json');
+    w.committed(result.seq, entry.filename, result.evicted, claim, entry);
+    await w.flush();
+    await expectMirrors();
+    expect(existsSync(claim)).toBe(false);
+    expect(restores()).toBe(0);
+    w.close();
+  });
+
   it('a writer whose older snapshot lands over a newer manifest writes the newer one again', async () => {
     // The race of the test above, made certain: B reads the catalog at seq 1 and its write is held;
     // A commits seq 2, writes its manifest and removes its claim; then B's older manifest lands.

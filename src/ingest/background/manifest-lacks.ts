@@ -34,7 +34,7 @@ export function createManifestGuard(deps: { mirror: CatalogMirror; store: Pick<S
   return {
     async snapshot() {
       const at = await mirror.read();
-      const stored = await othersManifest(store, ownHeader);
+      const stored = await othersManifest(store, ownHeader, log);
       if (!stored) return at;
       if (firstLacking(stored, at.get) === undefined) return at;
       // Maybe only an older snapshot than the manifest another process just wrote: read again.
@@ -73,7 +73,7 @@ function manifestHeader(bytes: Buffer): string {
 }
 
 /** The store's manifest, unless it is the one this writer wrote last (`ownHeader`); undefined also when there is none. */
-async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | undefined): Promise<Manifest | undefined> {
+async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | undefined, log: Logger): Promise<Manifest | undefined> {
   let bytes: Buffer;
   try {
     bytes = await store.get(MANIFEST_KEY);
@@ -82,5 +82,19 @@ async function othersManifest(store: Pick<Store, 'get'>, ownHeader: string | und
     throw err;
   }
   if (ownHeader !== undefined && manifestHeader(bytes) === ownHeader) return undefined;
-  return readManifest({ get: () => Promise.resolve(bytes) });
+  return writersManifest(() => Promise.resolve(bytes), log);
+}
+
+/**
+ * The store's manifest as its writer reads it: one that is not JSON (damaged, edited by hand) is
+ * logged and taken as none, so that the next write replaces it instead of every write failing.
+ */
+export async function writersManifest(get: Store['get'], log: Logger): Promise<Manifest | undefined> {
+  try {
+    return await readManifest({ get });
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    log.warn({ err: { message: err.message } }, "the store's manifest.json is not JSON: it is written again from the catalog");
+    return undefined;
+  }
 }

@@ -31,7 +31,7 @@
  * - check() (an `unchanged` drop: maybe processed again after a crash between commit and manifest)
  *   and a periodic check compare the store's manifest with the catalog and write it when behind.
  */
-import { readManifest, renderManifest } from '../../catalog/manifest.js';
+import { renderManifest } from '../../catalog/manifest.js';
 import type { Catalog } from '../../catalog/redis-catalog.js';
 import type { CatalogEntry } from '../../catalog/types.js';
 import { holdsVersion } from '../publish/decide.js';
@@ -42,7 +42,7 @@ import { createCatalogMirror } from './catalog-mirror.js';
 import { createClaimRemoval, type ClaimRef, type ManifestHolds } from './claim-removal.js';
 import { createEviction } from './eviction.js';
 import { createHistoryRecords } from './history-records.js';
-import { createManifestGuard } from './manifest-lacks.js';
+import { createManifestGuard, writersManifest } from './manifest-lacks.js';
 
 export interface ManifestWriter {
   /** A version was committed at `seq`; `evicted` fell out of the filename's history; `claim` is
@@ -141,7 +141,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
         const seq = await catalog.seq();
         // Unless asked to look (start, period, a raced write), trust what this process wrote.
         if (all || verify || seq > written) {
-          const manifest = await readManifest(store);
+          const manifest = await writersManifest((key) => store.get(key), log);
           const stored = manifest?.seq ?? -1;
           // Behind the catalog: whoever committed died before writing it (or is about to). After
           // a raced write (verify) whose snapshot is still the one in the store, ours may have
