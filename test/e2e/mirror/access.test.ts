@@ -13,7 +13,7 @@ import { request, createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { drop } from '../../helpers/drops.js';
 import { freePort } from '../../helpers/faults.js';
 import { mirrored, oddsVersions, startMirror, type RunningMirror } from '../../helpers/mirror.js';
@@ -126,6 +126,16 @@ describe('oddsfiles mirror: refusals and failures', () => {
     }
     for (const f of FILES) await publish(f);
   }, 90_000);
+
+  // A failure here is most often the service's (a restart): say how it is.
+  beforeEach(({ onTestFailed }) =>
+    onTestFailed(() => {
+      const p = svc?.proc;
+      console.error(
+        `the service: exit ${p?.exitCode ?? '-'} ${p?.signalCode ?? ''}; stderr: ${svc?.stderr().slice(-2000)}; last logs: ${JSON.stringify(svc?.logs.slice(-8))}`,
+      );
+    }),
+  );
 
   afterAll(async () => {
     for (const m of mirrors) await m.kill('SIGKILL');
