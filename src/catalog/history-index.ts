@@ -1,6 +1,6 @@
 /**
  * Every retained publication of a file (GET /v1/history): a sorted set per filename, scored by
- * published_at ms, written by the catalog's commit script (redis-catalog.ts) in the same atomic
+ * published_at ms, written by the catalog's commit script (commit-script.ts) in the same atomic
  * step that publishes, and trimmed there by count and age (always the oldest first). The store
  * holds records of the publications and trims (written after the commit by the worker, in
  * batches: src/ingest/background/history-log.ts), from which the set is rebuilt when Redis lost it.

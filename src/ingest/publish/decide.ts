@@ -2,7 +2,7 @@
  * The rule that settles a valid drop against what is published under its filename, before any
  * write: `unchanged` when it is the published version, `superseded` when the published one is
  * newer, otherwise undefined (it goes on to the commit, whose Lua script applies the same rule
- * atomically: src/catalog/redis-catalog.ts). Used by the publish step and by the dry run of
+ * atomically: src/catalog/commit-script.ts). Used by the publish step and by the dry run of
  * PUT /v1/data, so both answer alike.
  *
  * A document without `generated_at` is stamped with its time of receipt, so the same bytes sent
