@@ -31,7 +31,7 @@ import { ingestRound, referenceRound } from './lib/common/rounds.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
-const VARIANT_IDS = ['single', 'single8', 'c1', 'default', 'c8', 'c8pool16', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
+const VARIANT_IDS = ['single', 'single8', 'c1', 'default', 'vt0', 'vt2', 'c8', 'c8pool16', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
 
 const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
   rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
@@ -99,6 +99,20 @@ function pickVariants(): Variant[] {
     { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4', options: { shape: 'single' }, seconds: [], cpu: [] },
     { id: 'c1', name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
     { id: 'default', name: 'watcher+worker, concurrency 4 (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
+    {
+      id: 'vt0',
+      name: 'watcher+worker, concurrency 4, validation on the event loop (`validate_threads: 0`)',
+      options: { shape: 'ingest', config: { ingest: { validate_threads: 0 } } },
+      seconds: [],
+      cpu: [],
+    },
+    {
+      id: 'vt2',
+      name: 'watcher+worker, concurrency 4, two validation threads',
+      options: { shape: 'ingest', config: { ingest: { validate_threads: 2 } } },
+      seconds: [],
+      cpu: [],
+    },
     { id: 'c8', name: 'watcher+worker, concurrency 8', options: { shape: 'ingest', config: { ingest: { concurrency: 8 } } }, seconds: [], cpu: [] },
     { id: 'c16', name: 'watcher+worker, concurrency 16', options: { shape: 'ingest', config: { ingest: { concurrency: 16 } } }, seconds: [], cpu: [] },
     { id: 'two', name: 'watcher+worker + a 2nd worker process, concurrency 4 each', options: { shape: 'ingest', extraWorkers: 1 }, seconds: [], cpu: [] },

@@ -134,6 +134,7 @@ export function buildConfig({ vars, env, cwd, file: f, configFile, optionalSecre
       carryMaxBytes: f.ingest.carry_max_bytes ?? defaultCarryMaxBytes(storeUrl),
       carryBytesPerSecond: f.ingest.carry_bytes_per_second,
       syncIoMaxBytes: f.ingest.sync_io_max_bytes,
+      validateThreads: f.ingest.validate_threads,
       rejectedRetentionMs: f.ingest.rejected_retention === 'off' || f.ingest.rejected_retention === '0' ? 0 : dur(f.ingest.rejected_retention),
       rejectedMaxBytes: f.ingest.rejected_max_bytes,
     },

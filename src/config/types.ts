@@ -127,6 +127,8 @@ export interface Config {
      * network filesystem). See src/sync-io.ts.
      */
     readonly syncIoMaxBytes: number;
+    /** Threads per worker process that validate and hash drops; undefined: as the machine suggests (checker.ts). */
+    readonly validateThreads: number | undefined;
     /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
     readonly rejectedRetentionMs: number;
     /** Past this many bytes in REJECTED_DIR the oldest rejected drops are removed; 0: no bound. */

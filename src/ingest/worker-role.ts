@@ -10,13 +10,14 @@ import type { Redis } from 'ioredis';
 import type { Catalog } from '../catalog/redis-catalog.js';
 import type { Config } from '../config.js';
 import type { FeedRegistry } from '../feeds/registry.js';
-import { createDocumentValidator, loadDocumentSchema, onePassSupport } from '../feeds/validate.js';
+import { loadDocumentSchema, onePassSupport } from '../feeds/validate.js';
 import type { Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { createRedis } from '../redis/connect.js';
 import type { RedisKeys } from '../redis/key-names.js';
 import type { Store } from '../store/store.js';
 import { createCarryPolicy } from './publish/carry.js';
+import { createDropChecker, defaultValidateThreads } from './publish/checker.js';
 import { ensureInbox } from './drop-folder/inbox.js';
 import { startInboxRegistration } from './drop-folder/inbox-marker.js';
 import { createPublisher } from './publish/publish.js';
@@ -75,10 +76,12 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)',
     );
   }
+  // Drops are validated and hashed off this process's event loop (ingest.validate_threads).
+  const check = createDropChecker({ limits: config.limits, schema, threads: config.ingest.validateThreads ?? defaultValidateThreads() });
   const publish = createPublisher({
     config,
     registry: deps.registry,
-    validate: createDocumentValidator(config.limits, schema),
+    check,
     store: deps.store,
     catalog: deps.catalog,
     log,
@@ -159,6 +162,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       }
     } finally {
       await stopRetention();
+      await check.close();
       await rejectedBytes.settled();
       await registration.close();
       await guard.close();

@@ -19,7 +19,8 @@ import type { CatalogEntry } from '../../src/catalog/types.js';
 import { loadConfig } from '../../src/config.js';
 import { RejectionError } from '../../src/errors.js';
 import { buildRegistry } from '../../src/feeds/registry.js';
-import { createDocumentValidator } from '../../src/feeds/validate.js';
+import { loadDocumentSchema } from '../../src/feeds/validate.js';
+import { createDropChecker } from '../../src/ingest/publish/checker.js';
 import { createCarryPolicy } from '../../src/ingest/publish/carry.js';
 import { claimPath, ensureInbox, newClaimId, readClaim } from '../../src/ingest/drop-folder/inbox.js';
 import { createPublisher } from '../../src/ingest/publish/publish.js';
@@ -34,7 +35,8 @@ import { waitFor } from '../helpers/service.js';
 
 const FEED = { filename: 'site_live_northwind_soccer.json', bookmaker: 'northwind', sport: 'soccer' };
 
-describe('the publish step', () => {
+// Drops checked on a validation thread (the default) and on the event loop: the same outcomes.
+describe.each([1, 0])('the publish step, validate_threads %i', (threads) => {
   const redis = new Redis(TEST_REDIS_URL);
   const prefixes: string[] = [];
   const dirs: string[] = [];
@@ -56,10 +58,12 @@ describe('the publish step', () => {
     const store = createFsStore(config.storeUrl);
     const catalog = createCatalog(redis, redisKeys(prefix));
     const { log, lines: logLines } = capturingLogger();
+    const check = createDropChecker({ limits: config.limits, schema: loadDocumentSchema(), threads });
+    closers.push(() => void check.close());
     const publish = createPublisher({
       config,
       registry: buildRegistry(config.bookmakers, config.sports),
-      validate: createDocumentValidator(config.limits),
+      check,
       store,
       catalog,
       log,

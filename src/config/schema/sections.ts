@@ -72,6 +72,15 @@ export const IngestSection = Type.Object(
       default: SYNC_IO_MAX_BYTES,
       description: 'drops and store objects up to this size are read and written with synchronous calls; 0: all on the thread pool (network filesystems)',
     }),
+    // No default in the file: it depends on the machine (ingest/publish/checker.ts).
+    validate_threads: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 64,
+        description:
+          'threads per worker process that validate and hash drops, off its event loop; 0: on the event loop; absent: 1 on a machine of two cores or more, else 0',
+      }),
+    ),
   },
   section,
 );

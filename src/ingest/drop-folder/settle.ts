@@ -35,23 +35,25 @@ export class SettledRejection extends RejectionError {
 /**
  * Read and validate `path` until the outcome holds. `beforeRead(size)` is called before each read
  * (the memory budget, held while waiting: the bytes read are kept for the rejection). A rejection
- * of bytes that were read is thrown as a SettledRejection carrying them.
+ * of bytes that were read is thrown as a SettledRejection carrying them. `shared`: read into
+ * shared memory (for validation threads).
  */
 export async function readSettled<T>(
   path: string,
   config: Pick<Config, 'limits' | 'ingest'>,
   beforeRead: (size: number) => Promise<void>,
-  validate: (raw: Buffer, read: ClaimRead) => T,
+  validate: (raw: Buffer, read: ClaimRead) => T | Promise<T>,
   complete = false,
+  shared = false,
 ): Promise<T> {
   const { settleMs, settleMaxMs } = config.ingest;
   const deadline = Date.now() + settleMaxMs;
   for (;;) {
     // Size and mtime as they were before the read: the open claim's fstat (readClaim).
-    const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes);
+    const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes, shared);
     let err: RejectionError;
     try {
-      return validate(read.bytes, read);
+      return await validate(read.bytes, read);
     } catch (e) {
       if (!(e instanceof RejectionError)) throw e;
       err = e;

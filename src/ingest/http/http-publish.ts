@@ -6,8 +6,9 @@
  * folder drop (validation, generated_at stamping, newest wins, REJECTED_DIR), so ordering and
  * crash safety are the queue's. The QueueEvents reads every event of the queue, drops' included,
  * so it runs only while uploads wait for outcomes (and a while after), reading on from the
- * stream's last entry when it opens, so no outcome between opening and listening is missed. A dry run validates here, with the same validator and the same
- * rule against the published version (decide.ts), and writes nothing.
+ * stream's last entry when it opens, so no outcome between opening and listening is missed. A dry run
+ * is checked here, with the same check (off the serving loop, checker.ts) and the same rule against
+ * the published version (decide.ts), and writes nothing.
  *
  * Loaded by service.ts with import() only where the reader takes PUTs (publish.http): it loads
  * BullMQ and the document validator.
@@ -18,7 +19,8 @@ import type { Catalog } from '../../catalog/redis-catalog.js';
 import type { Config } from '../../config.js';
 import { RejectionError } from '../../errors.js';
 import { parseFilename, type FeedRegistry } from '../../feeds/registry.js';
-import { createDocumentValidator, loadDocumentSchema, type DocumentValidator } from '../../feeds/validate.js';
+import { loadDocumentSchema } from '../../feeds/validate.js';
+import { createDropChecker, defaultValidateThreads } from '../publish/checker.js';
 import type { Logger } from '../../log.js';
 import type { DryRunOutcome, PublishOutcome, PublishPort } from '../../ports/publish.js';
 import type { Store } from '../../store/store.js';
@@ -27,11 +29,10 @@ import { newClaimId } from '../drop-folder/inbox.js';
 import { enqueueClaim, type IngestQueue, type IngestResult } from '../queue.js';
 import { createOutcomeEvents } from './outcome-events.js';
 import { stagedKey } from './staged.js';
-import { sha256Hex } from '../../sha256.js';
 import { withTimeout } from '../../timeout.js';
 
 export interface HttpPublisherDeps {
-  readonly config: Pick<Config, 'limits' | 'publish' | 'redis'>;
+  readonly config: Pick<Config, 'limits' | 'publish' | 'redis' | 'ingest'>;
   readonly queue: IngestQueue;
   /** The connection the QueueEvents copies for its blocking reads (and reads the stream's last entry with). */
   readonly eventsConnection: Redis;
@@ -48,9 +49,15 @@ export interface HttpPublisher extends PublishPort {
 export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpPublisher> {
   const { config, queue, store, catalog, registry, log } = deps;
   const outcomes = createOutcomeEvents(deps.eventsConnection, config.redis.prefix, log);
-  // Compiled with the publisher, not on the first dry run: the compile holds the event loop for
-  // tens of milliseconds, and the publisher is loaded before a consumer could feel it.
-  const validate: DocumentValidator = createDocumentValidator(config.limits, loadDocumentSchema());
+  // Dry runs check on a thread, started on demand (a 50 MB upload's check would hold the serving
+  // loop for most of a second); with none, the validator is compiled here, not on the first dry
+  // run: the compile holds the event loop for tens of milliseconds.
+  const checkDrop = createDropChecker({
+    limits: config.limits,
+    schema: loadDocumentSchema(),
+    threads: config.ingest.validateThreads ?? defaultValidateThreads(),
+    onDemand: true,
+  });
 
   const submit = async (filename: string, bytes: Buffer, receivedAt: Date, mayQueue?: () => boolean): Promise<PublishOutcome> => {
     const claimId = newClaimId(receivedAt);
@@ -109,16 +116,16 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
     if (!feed) return { outcome: 'rejected', reason: 'unknown_filename', detail: `"${filename}" is not a feed filename of the registry` };
     const currentP = withTimeout(catalog.get(feed.filename), config.publish.queueTimeoutMs, 'reading the published version');
     currentP.catch(() => undefined); // awaited below
-    let doc;
+    let checked;
     try {
-      doc = validate({ feed, bookmaker: registry.bookmakers.get(feed.bookmaker)!, bytes, receivedAt, now: new Date() });
+      checked = await checkDrop({ feed, bookmaker: registry.bookmakers.get(feed.bookmaker)!, bytes, receivedAt, now: new Date() });
     } catch (err) {
       if (err instanceof RejectionError) return { outcome: 'rejected', reason: err.reason, detail: err.detail };
       throw err;
     }
+    const { doc, sha256, sourceSha256 } = checked;
     const current = await currentP;
-    const sha256 = sha256Hex(doc.bytes);
-    const would = decideAgainst(current, { sha256, sourceSha256: doc.stamped ? sha256Hex(bytes) : undefined, generatedAtMs: doc.generatedAtMs }) ?? 'published';
+    const would = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs }) ?? 'published';
     return {
       outcome: 'valid',
       would,
@@ -132,6 +139,7 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
     check,
     async close() {
       await outcomes.close();
+      await checkDrop.close();
     },
   };
 }

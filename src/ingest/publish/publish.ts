@@ -11,7 +11,6 @@ import type { CatalogEntry, CommitOutcome } from '../../catalog/types.js';
 import { RejectionError } from '../../errors.js';
 import { parseFilename, type FeedInfo } from '../../feeds/registry.js';
 import type { ValidDocument } from '../../feeds/validate.js';
-import { sha256Hex } from '../../sha256.js';
 import { objectKey } from '../../store/store.js';
 import type { DropResult, Publisher, PublisherDeps } from './publisher-types.js';
 import type { Claim, ClaimRead } from '../drop-folder/inbox.js';
@@ -152,7 +151,7 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
   let readAt = t0;
   let received: Buffer = Buffer.alloc(0);
   let read: ClaimRead | undefined;
-  const doc = await readSettled(
+  const { doc, sha256, sourceSha256 } = await readSettled(
     claim.path,
     deps.config,
     hold,
@@ -160,13 +159,12 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
       readAt = performance.now();
       received = raw;
       read = r;
-      return deps.validate({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
+      return deps.check({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
     },
     claim.complete === true,
+    deps.check.shared,
   );
   laps.set('read', t0, readAt);
-  const sha256 = sha256Hex(doc.bytes);
-  const sourceSha256 = doc.stamped ? sha256Hex(received) : undefined;
   const validatedAt = laps.lap('validate', readAt);
   const current = await currentP;
   const early = decideAgainst(current, { sha256, sourceSha256, generatedAtMs: doc.generatedAtMs });

@@ -7,13 +7,13 @@ import type { CatalogEntry, DropOutcome } from '../../catalog/types.js';
 import type { Config } from '../../config.js';
 import type { RejectionReason } from '../../errors.js';
 import type { FeedRegistry } from '../../feeds/registry.js';
-import type { DocumentValidator } from '../../feeds/validate.js';
 import type { Logger } from '../../log.js';
 import type { Store } from '../../store/store.js';
 import type { Claim } from '../drop-folder/inbox.js';
 import type { RejectionRecord } from '../rejections/rejected.js';
 import type { SupersededRecord } from '../rejections/superseded-log.js';
 import type { CarryPolicy } from './carry.js';
+import type { DropChecker } from './checker.js';
 
 export interface DropResult {
   readonly outcome: DropOutcome;
@@ -36,7 +36,8 @@ export interface DropResult {
 export interface PublisherDeps {
   readonly config: Pick<Config, 'limits' | 'rejectedDir' | 'inboxDir' | 'ingest'>;
   readonly registry: FeedRegistry;
-  readonly validate: DocumentValidator;
+  /** Validates and hashes each drop (checker.ts). */
+  readonly check: DropChecker;
   readonly store: Store;
   readonly catalog: Catalog;
   readonly log: Logger;

@@ -34,7 +34,7 @@ import type { Variant, Version } from '../data/version.js';
 import type { Patches } from './build.js';
 import { createDeltaFacts, type DeltaFacts } from './facts.js';
 import type { Im } from './patches.js';
-import { createPool, type Pool } from './pool.js';
+import { createPool, type Pool } from '../../threads/pool.js';
 import { createPrebuild, type PrebuildStats } from './prebuild.js';
 import { baseOf, createAImParser } from './request-headers.js';
 

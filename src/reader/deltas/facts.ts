@@ -15,7 +15,7 @@ import type { VersionBytes } from '../data/version-bytes.js';
 import type { Version } from '../data/version.js';
 import type { Encoded, Patches } from './build.js';
 import type { Im } from './patches.js';
-import { PoolBusy, type Pool } from './pool.js';
+import { PoolBusy, type Pool } from '../../threads/pool.js';
 
 export interface DeltaFacts {
   /** The digest if known: a string, null (the version has no canonical form), undefined (not built yet). */

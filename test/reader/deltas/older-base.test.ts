@@ -17,7 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CatalogEntry } from '../../../src/catalog/types.js';
 import { workerScript } from '../../../src/paths.js';
 import { createDeltaFacts } from '../../../src/reader/deltas/facts.js';
-import { createPool, type Pool } from '../../../src/reader/deltas/pool.js';
+import { createPool, type Pool } from '../../../src/threads/pool.js';
 import { createVersionBytes } from '../../../src/reader/data/version-bytes.js';
 import { trustedVersion, type Version } from '../../../src/reader/data/version.js';
 import { createFsStore } from '../../../src/store/fs-store.js';

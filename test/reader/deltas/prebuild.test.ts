@@ -16,7 +16,7 @@ import type { CatalogEntry } from '../../../src/catalog/types.js';
 import { workerScript } from '../../../src/paths.js';
 import { createDeltaFacts } from '../../../src/reader/deltas/facts.js';
 import { createDeltas, type Deltas } from '../../../src/reader/deltas/delta.js';
-import { createPool, type Pool } from '../../../src/reader/deltas/pool.js';
+import { createPool, type Pool } from '../../../src/threads/pool.js';
 import type { PublishedCache } from '../../../src/reader/data/cache.js';
 import { createVersionBytes } from '../../../src/reader/data/version-bytes.js';
 import { trustedVersion, type Version } from '../../../src/reader/data/version.js';

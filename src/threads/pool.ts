@@ -1,11 +1,12 @@
 /**
- * A small pool of worker threads for CPU work that must not run on a reader's serving loop
- * (building patches, hashing canonical JSON). Bounded: at most `threads` threads, each doing one
+ * A small pool of worker threads for CPU work that must not run on a process's event loop (a
+ * reader's patch builds and canonical hashes, a worker's validation of drops). Bounded: at most `threads` threads, each doing one
  * task at a time, and at most `maxQueued` tasks waiting; past that `run` refuses at once
  * (PoolBusy), so a burst of work is dropped rather than piled up. A task that runs longer than
  * `taskTimeoutMs`, or a thread that dies (out of memory included), fails that task and the thread
  * is replaced. Threads start on demand and end after `idleMs` without work, so an idle reader
- * keeps no thread and none of a thread's memory.
+ * keeps no thread and none of a thread's memory; or, with `idleMs: Infinity` and `prestart`, all
+ * start at once and stay (a worker's validation threads: no drop waits for a thread to start).
  */
 import { Worker } from 'node:worker_threads';
 
@@ -17,10 +18,15 @@ export class PoolBusy extends Error {
 
 export interface PoolOptions {
   readonly script: URL;
+  /** Given to every thread as its `workerData`. */
+  readonly workerData?: unknown;
   readonly threads: number;
   readonly maxQueued: number;
   readonly taskTimeoutMs: number;
+  /** An idle thread ends after this long; Infinity: never. */
   readonly idleMs?: number;
+  /** Start every thread now rather than on demand. */
+  readonly prestart?: boolean;
   /** Heap of each thread, MB (a task that needs more fails, its thread is replaced). */
   readonly maxHeapMb?: number;
 }
@@ -64,7 +70,7 @@ export function createPool(opts: PoolOptions): Pool {
   let closed = false;
 
   const spawn = (): Thread => {
-    const worker = new Worker(opts.script, { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMb ?? 512 } });
+    const worker = new Worker(opts.script, { workerData: opts.workerData, resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMb ?? 512 } });
     worker.unref();
     const fail = (err: Error) => {
       threads.delete(t);
@@ -96,6 +102,7 @@ export function createPool(opts: PoolOptions): Pool {
   const give = (t: Thread) => {
     const task = queue.shift();
     if (task === undefined) {
+      if (idleMs === Infinity) return;
       t.timer = setTimeout(() => {
         threads.delete(t);
         void t.worker.terminate();
@@ -132,6 +139,8 @@ export function createPool(opts: PoolOptions): Pool {
     }
     while (queue.length > 0 && threads.size < opts.threads) give(spawn());
   };
+
+  if (opts.prestart) while (threads.size < opts.threads) give(spawn());
 
   return {
     run<T>(make: () => Message): Promise<T> {

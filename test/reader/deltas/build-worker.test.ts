@@ -1,15 +1,14 @@
 /**
- * The worker pool that keeps delta builds off a reader's serving loop (src/reader/deltas/pool.ts),
- * and what its threads build (build.ts, through build-worker.ts of the build): tasks are answered;
- * one that fails, hangs past its timeout or kills its thread fails alone, and the next is answered
- * by a new thread; past its bound the pool refuses at once. A version with no canonical form (a
- * number past a double, published before documents had to be I-JSON) has no digest and no
- * patches, and nothing throws.
+ * What the deltas threads build (build.ts, through build-worker.ts of the build), in the pool that
+ * keeps them off a reader's serving loop: the digest and both patches, only the patches asked
+ * for; a version with no canonical form (a number past a double, published before documents had
+ * to be I-JSON) has no digest and no patches, and nothing throws; a pair past the thread's heap
+ * fails alone.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { workerScript } from '../../../src/paths.js';
 import { buildHeapMb } from '../../../src/reader/deltas/delta.js';
-import { createPool, PoolBusy, type Pool } from '../../../src/reader/deltas/pool.js';
+import { createPool, type Pool } from '../../../src/threads/pool.js';
 
 const FIXTURE = new URL('../../fixtures/pool-worker.mjs', import.meta.url);
 const pools: Pool[] = [];
@@ -21,34 +20,6 @@ const poolOf = (opts: Partial<Parameters<typeof createPool>[0]> = {}) => {
 
 afterEach(async () => {
   await Promise.all(pools.splice(0).map((p) => p.close()));
-});
-
-describe('the deltas worker pool', () => {
-  it('answers tasks, in order, on its threads', async () => {
-    const pool = poolOf({ threads: 2, maxQueued: 10 });
-    expect(await Promise.all([1, 2, 3, 4].map((n) => pool.run<number>(() => ({ message: { echo: n } }))))).toEqual([1, 2, 3, 4]);
-    expect(pool.pending).toBe(0);
-  });
-
-  it('a task that fails, hangs past the timeout or kills its thread fails alone; the next is answered', async () => {
-    // The timeout counts from the hand-over, thread start included: long enough for a busy machine.
-    const pool = poolOf({ taskTimeoutMs: 3000 });
-    expect(await pool.run(() => ({ message: { echo: 'warm' } }))).toBe('warm');
-    await expect(pool.run(() => ({ message: { fail: true } }))).rejects.toThrow('failed on purpose');
-    await expect(pool.run(() => ({ message: { hang: true } }))).rejects.toThrow(/longer than 3000 ms/);
-    expect(await pool.run(() => ({ message: { echo: 'after a hang' } }))).toBe('after a hang');
-    await expect(pool.run(() => ({ message: { die: true } }))).rejects.toThrow(/exited/);
-    expect(await pool.run(() => ({ message: { echo: 'after a death' } }))).toBe('after a death');
-  });
-
-  it('refuses at once past its bound: threads busy and the queue full', async () => {
-    const pool = poolOf({ maxQueued: 1, taskTimeoutMs: 3000 });
-    const running = pool.run(() => ({ message: { hang: true } }));
-    const queued = pool.run(() => ({ message: { echo: 'queued' } }));
-    await expect(pool.run(() => ({ message: { echo: 'one too many' } }))).rejects.toBeInstanceOf(PoolBusy);
-    await expect(running).rejects.toThrow(/longer than/);
-    expect(await queued).toBe('queued');
-  });
 });
 
 describe('what the deltas threads build', () => {

@@ -1,0 +1,113 @@
+/**
+ * Where a worker checks its drops (check-drop.ts): on validation threads, so that reading a large
+ * drop's every byte does not hold the event loop that runs the process's other jobs, its Redis
+ * calls and, in one process, the reader; or, with no threads, on the loop itself.
+ *
+ * The threads read a drop's bytes in place: a claim is read into shared memory (`shared`), and
+ * other bytes are copied into it first. A worker's threads start with the checker and stay, so no
+ * drop waits for a thread to start and compile the schema; an occasional user (a reader's dry
+ * runs of uploads) has them start on demand and end once idle.
+ */
+import { availableParallelism } from 'node:os';
+import type { Bookmaker } from '../../config.js';
+import { RejectionError, type RejectionReason } from '../../errors.js';
+import type { FeedInfo } from '../../feeds/registry.js';
+import { createDocumentValidator, type DocumentCheck, type DocumentLimits } from '../../feeds/validate.js';
+import { workerScript } from '../../paths.js';
+import { createPool } from '../../threads/pool.js';
+import { checkDrop, type CheckedDrop } from './check-drop.js';
+
+export type { CheckedDrop } from './check-drop.js';
+
+export interface DropChecker {
+  /** The drop's outcome: the document to publish and its SHA-256s, or a RejectionError. */
+  (check: DocumentCheck): Promise<CheckedDrop>;
+  /** Bytes in shared memory (a SharedArrayBuffer) reach the threads without a copy. */
+  readonly shared: boolean;
+  close(): Promise<void>;
+}
+
+/** What a validation thread is sent. */
+export interface CheckRequest {
+  readonly feed: FeedInfo;
+  readonly bookmaker: Bookmaker;
+  /** A view of shared memory. */
+  readonly bytes: Uint8Array;
+  readonly receivedAtMs: number;
+  readonly nowMs: number;
+}
+
+/** What it answers: the outcome, with the published bytes as a range of the drop's or, stamped, as new bytes. */
+export type CheckAnswer =
+  | { readonly rejected: { readonly reason: RejectionReason; readonly detail: string } }
+  | {
+      readonly generatedAt: string;
+      readonly generatedAtMs: number;
+      readonly sha256: string;
+      readonly sourceSha256: string | undefined;
+      readonly stamped?: Uint8Array;
+      readonly start?: number;
+      readonly end?: number;
+    };
+
+/** One thread on a machine of two cores or more; none on one core, where a thread only adds hops. */
+export function defaultValidateThreads(): number {
+  return availableParallelism() >= 2 ? 1 : 0;
+}
+
+/** A validation thread's heap: JSON.parse + ajv of the largest drop (when the schema needs them) peak at several times its size. */
+function checkHeapMb(maxFileBytes: number): number {
+  return Math.max(256, Math.ceil((8 * maxFileBytes) / (1024 * 1024)));
+}
+
+export interface DropCheckerOptions {
+  readonly limits: DocumentLimits;
+  readonly schema: object;
+  /** 0: check on the caller's event loop. */
+  readonly threads: number;
+  /** Threads start when needed and end once idle, instead of starting now and staying. */
+  readonly onDemand?: boolean;
+  /** A thread's heap, MB; default: room for JSON.parse + ajv of the largest drop. */
+  readonly heapMb?: number;
+}
+
+export function createDropChecker(opts: DropCheckerOptions): DropChecker {
+  const { limits, schema, threads } = opts;
+  if (threads <= 0) {
+    const validate = createDocumentValidator(limits, schema);
+    return Object.assign(async (check: DocumentCheck) => checkDrop(validate, check), {
+      shared: false,
+      close: () => Promise.resolve(),
+    });
+  }
+  const pool = createPool({
+    script: workerScript(import.meta.url, './check-thread.js'),
+    workerData: { limits, schema },
+    threads,
+    // The worker's concurrency bounds the tasks; none is refused.
+    maxQueued: Infinity,
+    taskTimeoutMs: 120_000,
+    ...(opts.onDemand ? { idleMs: 5_000 } : { idleMs: Infinity, prestart: true }),
+    maxHeapMb: opts.heapMb ?? checkHeapMb(limits.maxFileBytes),
+  });
+  const check = async (c: DocumentCheck): Promise<CheckedDrop> => {
+    const bytes = c.bytes.buffer instanceof SharedArrayBuffer ? c.bytes : inSharedMemory(c.bytes);
+    const a = await pool.run<CheckAnswer>(() => ({
+      message: { feed: c.feed, bookmaker: c.bookmaker, bytes, receivedAtMs: c.receivedAt.getTime(), nowMs: c.now.getTime() } satisfies CheckRequest,
+    }));
+    if ('rejected' in a) throw new RejectionError(a.rejected.reason, a.rejected.detail);
+    const published = a.stamped ? Buffer.from(a.stamped.buffer, a.stamped.byteOffset, a.stamped.byteLength) : c.bytes.subarray(a.start, a.end);
+    return {
+      doc: { bytes: published, generatedAt: a.generatedAt, generatedAtMs: a.generatedAtMs, stamped: a.stamped !== undefined },
+      sha256: a.sha256,
+      sourceSha256: a.sourceSha256,
+    };
+  };
+  return Object.assign(check, { shared: true, close: () => pool.close() });
+}
+
+function inSharedMemory(bytes: Buffer): Buffer {
+  const shared = Buffer.from(new SharedArrayBuffer(bytes.length));
+  bytes.copy(shared);
+  return shared;
+}

@@ -1,0 +1,136 @@
+/**
+ * Where drops are checked (src/ingest/publish/checker.ts): on a validation thread and on the event
+ * loop, every case of the corpus comes out the same (outcome, reason and detail; or the published
+ * bytes, generated_at, stamping and both SHA-256s, against the validator called directly); the
+ * caller's bytes are neither moved nor changed, whether in shared memory or not; a thread that
+ * fails a check for any other reason fails that check alone, never as a rejection; and a claim
+ * read for the threads lands in shared memory.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { RejectionError } from '../../src/errors.js';
+import { buildRegistry, parseFilename } from '../../src/feeds/registry.js';
+import { createDocumentValidator, loadDocumentSchema, type DocumentCheck } from '../../src/feeds/validate.js';
+import { readClaim } from '../../src/ingest/drop-folder/inbox.js';
+import { createDropChecker, type DropChecker, type DropCheckerOptions } from '../../src/ingest/publish/checker.js';
+import { sha256Hex } from '../../src/sha256.js';
+import { generateCorpus } from '../fixtures/corpus.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'oddsfiles-checker-'));
+const config = loadConfig({ env: {}, cwd: scratch });
+const registry = buildRegistry(config.bookmakers, config.sports);
+const schema = loadDocumentSchema();
+const NOW = new Date('2026-11-21T18:31:00Z');
+const RECEIVED = new Date('2026-11-21T18:30:59.123Z');
+
+const checkers: DropChecker[] = [];
+const checkerOf = (threads: number, more: Partial<DropCheckerOptions> = {}) => {
+  const c = createDropChecker({ limits: config.limits, schema, threads, ...more });
+  checkers.push(c);
+  return c;
+};
+afterAll(async () => {
+  await Promise.all(checkers.map((c) => c.close()));
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+type Outcome =
+  | { published: { bytes: string; generatedAt: string; generatedAtMs: number; stamped: boolean; sha256: string; sourceSha256: string | undefined } }
+  | { reason: string; detail: string };
+
+const checkOf = (filename: string, bytes: Buffer): DocumentCheck => {
+  const feed = parseFilename(registry, filename)!;
+  return { feed, bookmaker: registry.bookmakers.get(feed.bookmaker)!, bytes, receivedAt: RECEIVED, now: NOW };
+};
+
+async function outcome(
+  run: () => Promise<{
+    doc: { bytes: Buffer; generatedAt: string; generatedAtMs: number; stamped: boolean };
+    sha256: string;
+    sourceSha256: string | undefined;
+  }>,
+): Promise<Outcome> {
+  try {
+    const { doc, sha256, sourceSha256 } = await run();
+    return {
+      published: {
+        bytes: doc.bytes.toString('base64'),
+        generatedAt: doc.generatedAt,
+        generatedAtMs: doc.generatedAtMs,
+        stamped: doc.stamped,
+        sha256,
+        sourceSha256,
+      },
+    };
+  } catch (err) {
+    if (err instanceof RejectionError) return { reason: err.reason, detail: err.detail };
+    throw err;
+  }
+}
+
+describe('the drop checker', () => {
+  const validate = createDocumentValidator(config.limits, schema);
+  const direct = (c: DocumentCheck) =>
+    outcome(async () => {
+      const doc = validate(c);
+      return { doc, sha256: sha256Hex(doc.bytes), sourceSha256: doc.stamped ? sha256Hex(c.bytes) : undefined };
+    });
+  // Cases whose filename is not in the registry are refused before any check.
+  const cases = generateCorpus().filter((c) => parseFilename(registry, c.filename) !== undefined);
+
+  it.each([1, 0])('with %i validation threads, checks every corpus case as the validator does', async (threads) => {
+    const checker = checkerOf(threads);
+    const reasons = new Set<string>();
+    for (const c of cases) {
+      const want = await direct(checkOf(c.filename, c.bytes));
+      const got = await outcome(() => checker(checkOf(c.filename, c.bytes)));
+      expect(got, `${c.group}/${c.name}`).toEqual(want);
+      reasons.add('reason' in want ? want.reason : want.published.stamped ? 'stamped' : 'published');
+    }
+    // The corpus reaches rejections of several kinds, stamping and plain publications.
+    expect(reasons.size).toBeGreaterThan(5);
+    expect(reasons).toContain('stamped');
+    expect(reasons).toContain('published');
+  });
+
+  it("leaves the caller's bytes where they were, in shared memory or not, and unchanged", async () => {
+    const checker = checkerOf(1);
+    const c = cases.find((x) => x.group === 'valid')!;
+    const plain = Buffer.from(c.bytes);
+    const shared = Buffer.from(new SharedArrayBuffer(c.bytes.length));
+    c.bytes.copy(shared);
+    for (const bytes of [plain, shared]) {
+      const { doc } = await checker(checkOf(c.filename, bytes));
+      expect(bytes.length).toBe(c.bytes.length);
+      expect(bytes.equals(c.bytes)).toBe(true);
+      expect(doc.bytes.equals(c.bytes)).toBe(true);
+      // Not stamped: the published bytes are a view of the caller's, not a copy.
+      expect(doc.bytes.buffer).toBe(bytes.buffer);
+    }
+  });
+
+  it('a check that fails for another reason than a rule fails alone, not as a rejection; the next is answered', async () => {
+    // A thread whose heap cannot hold the JSON.parse of a 20 MB drop (ajv for every size: no one-pass check).
+    const checker = checkerOf(1, { limits: { ...config.limits, onePassMinBytes: Infinity }, heapMb: 32 });
+    const c = cases.find((x) => x.group === 'valid')!;
+    const huge = Buffer.from(`{"events":[${Array.from({ length: 600_000 }, (_, i) => `{"event_id":${i},"name":"event ${i}"}`).join(',')}]}`);
+    const failed = await checker(checkOf(c.filename, huge)).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(Error);
+    expect(failed).not.toBeInstanceOf(RejectionError);
+    expect((await checker(checkOf(c.filename, c.bytes))).doc.bytes.equals(c.bytes)).toBe(true);
+  });
+
+  it('reads a claim into shared memory when asked', async () => {
+    const path = join(scratch, 'claim.json');
+    writeFileSync(path, '{"a":1}');
+    expect((await readClaim(path, 1024, undefined, 0, true)).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect((await readClaim(path, 1024, undefined, 1024, true)).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect((await readClaim(path, 1024)).bytes.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+  });
+});
