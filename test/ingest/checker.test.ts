@@ -27,8 +27,9 @@ const NOW = new Date('2026-11-21T18:31:00Z');
 const RECEIVED = new Date('2026-11-21T18:30:59.123Z');
 
 const checkers: DropChecker[] = [];
+// Every drop to the thread, small ones too (the corpus's are).
 const checkerOf = (threads: number, more: Partial<DropCheckerOptions> = {}) => {
-  const c = createDropChecker({ limits: config.limits, schema, threads, ...more });
+  const c = createDropChecker({ limits: config.limits, schema, threads, threadMinBytes: 0, ...more });
   checkers.push(c);
   return c;
 };
@@ -70,6 +71,9 @@ async function outcome(
     throw err;
   }
 }
+
+/** About 20 MB of small objects: JSON.parse + ajv need far more than 32 MB of heap for it. */
+const hugeDrop = () => Buffer.from(`{"events":[${Array.from({ length: 600_000 }, (_, i) => `{"event_id":${i},"name":"event ${i}"}`).join(',')}]}`);
 
 describe('the drop checker', () => {
   const validate = createDocumentValidator(config.limits, schema);
@@ -116,7 +120,7 @@ describe('the drop checker', () => {
     // A thread whose heap cannot hold the JSON.parse of a 20 MB drop (ajv for every size: no one-pass check).
     const checker = checkerOf(1, { limits: { ...config.limits, onePassMinBytes: Infinity }, heapMb: 32 });
     const c = cases.find((x) => x.group === 'valid')!;
-    const huge = Buffer.from(`{"events":[${Array.from({ length: 600_000 }, (_, i) => `{"event_id":${i},"name":"event ${i}"}`).join(',')}]}`);
+    const huge = hugeDrop();
     const failed = await checker(checkOf(c.filename, huge)).then(
       () => undefined,
       (err: unknown) => err,
@@ -126,11 +130,27 @@ describe('the drop checker', () => {
     expect((await checker(checkOf(c.filename, c.bytes))).doc.bytes.equals(c.bytes)).toBe(true);
   });
 
-  it('reads a claim into shared memory when asked', async () => {
+  it('reads a claim into shared memory from the size the threads take', async () => {
     const path = join(scratch, 'claim.json');
     writeFileSync(path, '{"a":1}');
-    expect((await readClaim(path, 1024, undefined, 0, true)).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
-    expect((await readClaim(path, 1024, undefined, 1024, true)).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+    // Read on the thread pool (sync I/O off) and synchronously.
+    for (const syncIo of [0, 1024]) {
+      expect((await readClaim(path, 1024, undefined, syncIo, 7)).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect((await readClaim(path, 1024, undefined, syncIo, 8)).bytes.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+    }
     expect((await readClaim(path, 1024)).bytes.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+  });
+
+  it('checks drops under its threshold on the loop, larger ones on a thread', async () => {
+    const c = cases.find((x) => x.group === 'valid')!;
+    expect(checkerOf(1, { threadMinBytes: 1000 }).sharedMinBytes).toBe(1000);
+    expect(checkerOf(0).sharedMinBytes).toBe(Infinity);
+    // Threads whose heap cannot hold the JSON.parse of a 20 MB drop: it fails there, and passes on the loop.
+    const limits = { ...config.limits, onePassMinBytes: Infinity };
+    const huge = hugeDrop();
+    const onThread = checkerOf(1, { limits, heapMb: 32, threadMinBytes: huge.length });
+    const onLoop = checkerOf(1, { limits, heapMb: 32, threadMinBytes: huge.length + 1 });
+    await expect(onThread(checkOf(c.filename, huge))).rejects.not.toBeInstanceOf(RejectionError);
+    expect((await onLoop(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
   });
 });

@@ -143,7 +143,7 @@ export async function readClaim(
   maxBytes: number,
   beforeRead?: (size: number) => Promise<void> | void,
   syncIoMaxBytes: number = SYNC_IO_MAX_BYTES,
-  shared = false,
+  sharedMinBytes = Infinity,
 ): Promise<ClaimRead> {
   // With synchronous I/O on (syncIoMaxBytes > 0) the open, fstat and close are synchronous
   // (microseconds on a local folder, sync-io.ts), and so is the read of a drop up to
@@ -166,9 +166,9 @@ export async function readClaim(
     if (st.size > maxBytes) throw new RejectionError('too_large', `${st.size} bytes; the limit is ${maxBytes}`);
     await beforeRead?.(st.size);
     // Read at most one byte past the limit: a file still growing cannot make us read it all.
-    // `shared`: into shared memory, which validation threads read in place.
+    // From `sharedMinBytes` on, into shared memory, which validation threads read in place.
     const size = Math.min(st.size, maxBytes) + 1;
-    const buf = shared ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafe(size);
+    const buf = st.size >= sharedMinBytes ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafe(size);
     let filled = 0;
     if (syncOk && st.size <= syncIoMaxBytes) filled = fillSync(fd, buf, buf.length);
     else {

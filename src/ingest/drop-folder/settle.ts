@@ -35,8 +35,8 @@ export class SettledRejection extends RejectionError {
 /**
  * Read and validate `path` until the outcome holds. `beforeRead(size)` is called before each read
  * (the memory budget, held while waiting: the bytes read are kept for the rejection). A rejection
- * of bytes that were read is thrown as a SettledRejection carrying them. `shared`: read into
- * shared memory (for validation threads).
+ * of bytes that were read is thrown as a SettledRejection carrying them. Files of at least
+ * `sharedMinBytes` are read into shared memory (for validation threads).
  */
 export async function readSettled<T>(
   path: string,
@@ -44,13 +44,13 @@ export async function readSettled<T>(
   beforeRead: (size: number) => Promise<void>,
   validate: (raw: Buffer, read: ClaimRead) => T | Promise<T>,
   complete = false,
-  shared = false,
+  sharedMinBytes = Infinity,
 ): Promise<T> {
   const { settleMs, settleMaxMs } = config.ingest;
   const deadline = Date.now() + settleMaxMs;
   for (;;) {
     // Size and mtime as they were before the read: the open claim's fstat (readClaim).
-    const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes, shared);
+    const read = await readClaim(path, config.limits.maxFileBytes, beforeRead, config.ingest.syncIoMaxBytes, sharedMinBytes);
     let err: RejectionError;
     try {
       return await validate(read.bytes, read);

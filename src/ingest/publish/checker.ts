@@ -3,8 +3,8 @@
  * drop's every byte does not hold the event loop that runs the process's other jobs, its Redis
  * calls and, in one process, the reader; or, with no threads, on the loop itself.
  *
- * The threads read a drop's bytes in place: a claim is read into shared memory (`shared`), and
- * other bytes are copied into it first. A worker's threads start with the checker and stay, so no
+ * The threads read a drop's bytes in place: a claim is read into shared memory
+ * (`sharedMinBytes`), and other bytes are copied into it first. A worker's threads start with the checker and stay, so no
  * drop waits for a thread to start and compile the schema; an occasional user (a reader's dry
  * runs of uploads) has them start on demand and end once idle.
  */
@@ -22,8 +22,8 @@ export type { CheckedDrop } from './check-drop.js';
 export interface DropChecker {
   /** The drop's outcome: the document to publish and its SHA-256s, or a RejectionError. */
   (check: DocumentCheck): Promise<CheckedDrop>;
-  /** Bytes in shared memory (a SharedArrayBuffer) reach the threads without a copy. */
-  readonly shared: boolean;
+  /** Drops of at least this size go to a thread: read them into shared memory (a SharedArrayBuffer), and they reach it without a copy. Infinity: none does. */
+  readonly sharedMinBytes: number;
   close(): Promise<void>;
 }
 
@@ -69,17 +69,23 @@ export interface DropCheckerOptions {
   readonly onDemand?: boolean;
   /** A thread's heap, MB; default: room for JSON.parse + ajv of the largest drop. */
   readonly heapMb?: number;
+  /** Smaller drops are checked on the caller's loop; default THREAD_MIN_BYTES. */
+  readonly threadMinBytes?: number;
 }
+
+/**
+ * Drops smaller than this are checked on the caller's loop even with threads: their check takes
+ * about what a hop to a thread and back does (~0.1 ms of CPU, more in wall time when the thread
+ * must be woken), and holds the loop for no longer.
+ */
+export const THREAD_MIN_BYTES = 64 * 1024;
 
 export function createDropChecker(opts: DropCheckerOptions): DropChecker {
   const { limits, schema, threads } = opts;
-  if (threads <= 0) {
-    const validate = createDocumentValidator(limits, schema);
-    return Object.assign(async (check: DocumentCheck) => checkDrop(validate, check), {
-      shared: false,
-      close: () => Promise.resolve(),
-    });
-  }
+  const validate = createDocumentValidator(limits, schema);
+  const inline = async (check: DocumentCheck) => checkDrop(validate, check);
+  if (threads <= 0) return Object.assign(inline, { sharedMinBytes: Infinity, close: () => Promise.resolve() });
+  const threadMinBytes = opts.threadMinBytes ?? THREAD_MIN_BYTES;
   const pool = createPool({
     script: workerScript(import.meta.url, './check-thread.js'),
     workerData: { limits, schema },
@@ -91,6 +97,7 @@ export function createDropChecker(opts: DropCheckerOptions): DropChecker {
     maxHeapMb: opts.heapMb ?? checkHeapMb(limits.maxFileBytes),
   });
   const check = async (c: DocumentCheck): Promise<CheckedDrop> => {
+    if (c.bytes.length < threadMinBytes) return inline(c);
     const bytes = c.bytes.buffer instanceof SharedArrayBuffer ? c.bytes : inSharedMemory(c.bytes);
     const a = await pool.run<CheckAnswer>(() => ({
       message: { feed: c.feed, bookmaker: c.bookmaker, bytes, receivedAtMs: c.receivedAt.getTime(), nowMs: c.now.getTime() } satisfies CheckRequest,
@@ -103,7 +110,7 @@ export function createDropChecker(opts: DropCheckerOptions): DropChecker {
       sourceSha256: a.sourceSha256,
     };
   };
-  return Object.assign(check, { shared: true, close: () => pool.close() });
+  return Object.assign(check, { sharedMinBytes: threadMinBytes, close: () => pool.close() });
 }
 
 function inSharedMemory(bytes: Buffer): Buffer {

@@ -162,7 +162,7 @@ async function readDrop(ctx: PublishContext, claim: Claim, receivedAt: Date, hol
       return deps.check({ feed, bookmaker, bytes: raw, receivedAt, now: ctx.now() });
     },
     claim.complete === true,
-    deps.check.shared,
+    deps.check.sharedMinBytes,
   );
   laps.set('read', t0, readAt);
   const validatedAt = laps.lap('validate', readAt);
