@@ -31,7 +31,23 @@ import { ingestRound, referenceRound } from './lib/common/rounds.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
-const VARIANT_IDS = ['single', 'single8', 'c1', 'default', 'vt0', 'vt2', 'c8', 'c8pool16', 'c16', 'two', 'pool32', 'bare', 'bare-queue', 'bare-queue16'];
+const VARIANT_IDS = [
+  'single',
+  'single8',
+  'single-vt0',
+  'c1',
+  'default',
+  'vt1',
+  'vt2',
+  'c8',
+  'c8pool16',
+  'c16',
+  'two',
+  'pool32',
+  'bare',
+  'bare-queue',
+  'bare-queue16',
+];
 
 const args = benchArgs('Ingest throughput: drops settled per second, against a read + parse + write + fsync + rename loop.', {
   rounds: { type: 'number', default: 6, quick: 1, description: 'measured rounds (after one warm-up round)' },
@@ -44,6 +60,10 @@ const args = benchArgs('Ingest throughput: drops settled per second, against a r
     type: 'string',
     description:
       'a checkout of another build (its dist/bin/oddsfiles.js, or dist/workers/oddsfiles.js in builds before bin/): each variant runs from it too, in the same rounds (a before/after in one run)',
+  },
+  'baseline-variants': {
+    type: 'string',
+    description: 'comma-separated variants that --baseline runs (default: every picked one; leave out those whose configuration the other build does not know)',
   },
   profile: { type: 'boolean', description: 'V8 CPU profiles of the one-process and the default variants instead of the table' },
   'no-doc': { type: 'boolean', description: 'print the report only; leave docs/benchmarks/ as it is' },
@@ -96,13 +116,20 @@ async function main(): Promise<void> {
 /** The variants compared (`--variants` picks some), and each again on `--baseline`'s build. */
 function pickVariants(): Variant[] {
   const variants: Variant[] = [
-    { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4', options: { shape: 'single' }, seconds: [], cpu: [] },
+    { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4, a validation thread', options: { shape: 'single' }, seconds: [], cpu: [] },
     { id: 'c1', name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
     { id: 'default', name: 'watcher+worker, concurrency 4 (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
     {
-      id: 'vt0',
-      name: 'watcher+worker, concurrency 4, validation on the event loop (`validate_threads: 0`)',
-      options: { shape: 'ingest', config: { ingest: { validate_threads: 0 } } },
+      id: 'single-vt0',
+      name: 'one process, all roles, validation on the event loop (`validate_threads: 0`)',
+      options: { shape: 'single', config: { ingest: { validate_threads: 0 } } },
+      seconds: [],
+      cpu: [],
+    },
+    {
+      id: 'vt1',
+      name: 'watcher+worker, concurrency 4, a validation thread (`validate_threads: 1`)',
+      options: { shape: 'ingest', config: { ingest: { validate_threads: 1 } } },
       seconds: [],
       cpu: [],
     },
@@ -169,7 +196,9 @@ function pickVariants(): Variant[] {
   }
   if (BASELINE) {
     const bin = builtEntry(BASELINE);
-    variants.push(...variants.filter((v) => !v.bare).map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
+    const picked = args['baseline-variants']?.split(',');
+    const again = variants.filter((v) => !v.bare && (!picked || picked.includes(v.id!)));
+    variants.push(...again.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
   }
   return variants;
 }

@@ -127,7 +127,7 @@ export interface Config {
      * network filesystem). See src/sync-io.ts.
      */
     readonly syncIoMaxBytes: number;
-    /** Threads per worker process that validate and hash drops; undefined: as the machine suggests (checker.ts). */
+    /** Threads per process that validate and hash drops; undefined: as the process's roles and the machine suggest (checker.ts). */
     readonly validateThreads: number | undefined;
     /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
     readonly rejectedRetentionMs: number;

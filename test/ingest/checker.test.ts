@@ -3,11 +3,12 @@
  * loop, every case of the corpus comes out the same (outcome, reason and detail; or the published
  * bytes, generated_at, stamping and both SHA-256s, against the validator called directly); the
  * caller's bytes are neither moved nor changed, whether in shared memory or not; a thread that
- * fails a check for any other reason fails that check alone, never as a rejection; and a claim
- * read for the threads lands in shared memory.
+ * fails a check for any other reason fails that check alone, never as a rejection; small drops
+ * stay on the loop; a claim read for the threads lands in shared memory; and a thread is there by
+ * default only where the process also serves readers.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -15,7 +16,7 @@ import { RejectionError } from '../../src/errors.js';
 import { buildRegistry, parseFilename } from '../../src/feeds/registry.js';
 import { createDocumentValidator, loadDocumentSchema, type DocumentCheck } from '../../src/feeds/validate.js';
 import { readClaim } from '../../src/ingest/drop-folder/inbox.js';
-import { createDropChecker, type DropChecker, type DropCheckerOptions } from '../../src/ingest/publish/checker.js';
+import { createDropChecker, defaultValidateThreads, type DropChecker, type DropCheckerOptions } from '../../src/ingest/publish/checker.js';
 import { sha256Hex } from '../../src/sha256.js';
 import { generateCorpus } from '../fixtures/corpus.js';
 
@@ -152,5 +153,10 @@ describe('the drop checker', () => {
     const onLoop = checkerOf(1, { limits, heapMb: 32, threadMinBytes: huge.length + 1 });
     await expect(onThread(checkOf(c.filename, huge))).rejects.not.toBeInstanceOf(RejectionError);
     expect((await onLoop(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('by default, a thread only where the process also serves readers, on two cores or more', () => {
+    expect(defaultValidateThreads(false)).toBe(0);
+    expect(defaultValidateThreads(true)).toBe(availableParallelism() >= 2 ? 1 : 0);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Where a worker checks its drops (check-drop.ts): on validation threads, so that reading a large
- * drop's every byte does not hold the event loop that runs the process's other jobs, its Redis
- * calls and, in one process, the reader; or, with no threads, on the loop itself.
+ * drop's every byte does not hold the event loop that also serves readers (one process, or a
+ * reader's dry runs of uploads); or, with no threads, on the loop itself.
  *
  * The threads read a drop's bytes in place: a claim is read into shared memory
  * (`sharedMinBytes`), and other bytes are copied into it first. A worker's threads start with the checker and stay, so no
@@ -50,9 +50,14 @@ export type CheckAnswer =
       readonly end?: number;
     };
 
-/** One thread on a machine of two cores or more; none on one core, where a thread only adds hops. */
-export function defaultValidateThreads(): number {
-  return availableParallelism() >= 2 ? 1 : 0;
+/**
+ * One thread where the process also serves readers, on a machine of two cores or more: the
+ * checks stay off the serving loop. None in a process that only works the queue, where a thread
+ * costs CPU (a hop and the drop's bytes read on another core: about a tenth more per drop) to
+ * free a loop nobody waits on; more worker processes add cores more cheaply.
+ */
+export function defaultValidateThreads(servesReaders: boolean): number {
+  return servesReaders && availableParallelism() >= 2 ? 1 : 0;
 }
 
 /** A validation thread's heap: JSON.parse + ajv of the largest drop (when the schema needs them) peak at several times its size. */
