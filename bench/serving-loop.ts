@@ -6,7 +6,7 @@
  * a consumer's request would have had; perf_hooks.monitorEventLoopDelay at 1 ms, loaded with
  * --import bench/lib/stall/loop-probe.mjs), and the round's drops settled per second.
  */
-import { mkdir, readFile, readdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
