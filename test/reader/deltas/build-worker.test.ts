@@ -10,20 +10,18 @@ import { workerScript } from '../../../src/paths.js';
 import { buildHeapMb } from '../../../src/reader/deltas/delta.js';
 import { createPool, type Pool } from '../../../src/threads/pool.js';
 
-const FIXTURE = new URL('../../fixtures/pool-worker.mjs', import.meta.url);
+const SCRIPT = workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js');
 const pools: Pool[] = [];
-const poolOf = (opts: Partial<Parameters<typeof createPool>[0]> = {}) => {
-  const p = createPool({ script: FIXTURE, threads: 1, maxQueued: 2, taskTimeoutMs: 10_000, ...opts });
-  pools.push(p);
-  return p;
-};
-
 afterEach(async () => {
   await Promise.all(pools.splice(0).map((p) => p.close()));
 });
 
 describe('what the deltas threads build', () => {
-  const build = () => poolOf({ script: workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js') });
+  const build = (maxHeapMb?: number) => {
+    const p = createPool({ script: SCRIPT, threads: 1, maxQueued: 2, taskTimeoutMs: 10_000, ...(maxHeapMb ? { maxHeapMb } : {}) });
+    pools.push(p);
+    return p;
+  };
   const bytes = (v: unknown) => new Uint8Array(Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)));
   type Reply = { digest: string | null; patches: Record<string, Record<string, Uint8Array>> };
 
@@ -55,10 +53,7 @@ describe('what the deltas threads build', () => {
 
   it("a pair larger than the thread's heap allows fails alone (the reader answers the whole file); the next is answered", async () => {
     // The heap a reader gives its threads for files up to 1 MiB; these documents are about 9 MB.
-    const pool = poolOf({
-      script: workerScript(new URL('../../../src/reader/deltas/delta.ts', import.meta.url).href, './build-worker.js'),
-      maxHeapMb: buildHeapMb(1024 * 1024),
-    });
+    const pool = build(buildHeapMb(1024 * 1024));
     const doc = (shift: number) => Array.from({ length: 150_000 }, (_, i) => ({ id: i, odds: [(i + shift) / 7, i / 3], name: `selection ${i}` }));
     await expect(pool.run(() => ({ message: { to: bytes(doc(1)), from: bytes(doc(0)) } }))).rejects.toThrow(/memory/);
     const r = await pool.run<Reply>(() => ({ message: { to: bytes({ a: [1, 2, 3] }), from: bytes({ a: [1, 2] }) } }));
