@@ -53,8 +53,8 @@ export type CheckAnswer =
 /**
  * One thread where the process also serves readers, on a machine of two cores or more: the
  * checks stay off the serving loop. None in a process that only works the queue, where a thread
- * costs CPU (a hop and the drop's bytes read on another core: 3–10 % more per drop) to
- * free a loop nobody waits on; more worker processes add cores more cheaply.
+ * costs CPU (handing each drop over and back: 3–10 % more per drop) to free a loop nobody waits
+ * on; more worker processes add cores more cheaply.
  */
 export function defaultValidateThreads(servesReaders: boolean): number {
   return servesReaders && availableParallelism() >= 2 ? 1 : 0;
