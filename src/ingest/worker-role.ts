@@ -78,7 +78,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)',
     );
   }
-  // Where this process serves readers too, drops are validated and hashed off its event loop (ingest.validate_threads).
+  // Where this process serves readers too, drops are validated and hashed off its event loop
+  // (ingest.validate_threads).
   const threads = config.ingest.validateThreads ?? defaultValidateThreads(deps.servesReaders === true);
   const check = createDropChecker({ limits: config.limits, schema, threads });
   const publish = createPublisher({

@@ -1,8 +1,8 @@
 /**
  * A small pool of worker threads for CPU work that must not run on a process's event loop (a
- * reader's patch builds and canonical hashes, a worker's validation of drops). Bounded: at most `threads` threads, each doing one
- * task at a time, and at most `maxQueued` tasks waiting; past that `run` refuses at once
- * (PoolBusy), so a burst of work is dropped rather than piled up. A task that runs longer than
+ * reader's patch builds and canonical hashes, a worker's validation of drops). Bounded: at most
+ * `threads` threads, each doing one task at a time, and at most `maxQueued` tasks waiting; past
+ * that `run` refuses at once (PoolBusy), so a burst of work is dropped rather than piled up. A task that runs longer than
  * `taskTimeoutMs`, or a thread that dies (out of memory included), fails that task and the thread
  * is replaced. Threads start on demand and end after `idleMs` without work, so an idle reader
  * keeps no thread and none of a thread's memory; or, with `idleMs: Infinity` and `prestart`, all

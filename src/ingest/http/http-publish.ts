@@ -6,9 +6,9 @@
  * folder drop (validation, generated_at stamping, newest wins, REJECTED_DIR), so ordering and
  * crash safety are the queue's. The QueueEvents reads every event of the queue, drops' included,
  * so it runs only while uploads wait for outcomes (and a while after), reading on from the
- * stream's last entry when it opens, so no outcome between opening and listening is missed. A dry run
- * is checked here, with the same check (off the serving loop, checker.ts) and the same rule against
- * the published version (decide.ts), and writes nothing.
+ * stream's last entry when it opens, so no outcome between opening and listening is missed. A
+ * dry run is checked here, with the same check (large ones off the serving loop, checker.ts) and
+ * the same rule against the published version (decide.ts), and writes nothing.
  *
  * Loaded by service.ts with import() only where the reader takes PUTs (publish.http): it loads
  * BullMQ and the document validator.

@@ -4,9 +4,9 @@
  * reader's dry runs of uploads); or, with no threads, on the loop itself.
  *
  * The threads read a drop's bytes in place: a claim is read into shared memory
- * (`sharedMinBytes`), and other bytes are copied into it first. A worker's threads start with the checker and stay, so no
- * drop waits for a thread to start and compile the schema; an occasional user (a reader's dry
- * runs of uploads) has them start on demand and end once idle.
+ * (`sharedMinBytes`), and other bytes are copied into it first. A worker's threads start with the
+ * checker and stay, so no drop waits for a thread to start and compile the schema; an occasional
+ * user (a reader's dry runs of uploads) has them start on demand and end once idle.
  */
 import { availableParallelism } from 'node:os';
 import type { Bookmaker } from '../../config.js';
