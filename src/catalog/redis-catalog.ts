@@ -114,6 +114,8 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
     async commit(entry, keepVersions) {
       const json = JSON.stringify(entry);
       const publishedMs = Date.parse(entry.publishedAt);
+      // EVAL, not ioredis's defineCommand: its EVALSHA settles a microtask after its reply, so a seq
+      // read answered right after would be seen first, and this commit's seq look like one gone back.
       const reply = (await redis.eval(
         COMMIT_LUA,
         7,

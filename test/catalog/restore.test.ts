@@ -154,4 +154,20 @@ describe('a commit into a catalog that went back', () => {
     await redis.incrby(t.keys.catalogSeq, 10);
     expect((await t.catalog.commit(entry('f.json', 7), 3)).behind).toBe(true);
   });
+
+  it('is never said of commits sent together with reads of the seq, on one connection', async () => {
+    const t = await setup('not-back');
+    await restoreCatalog(redis, t.keys, t.store);
+    // Replies come back in the order sent; a commit whose answer were seen after a later seq
+    // read's (as a reply settled a microtask late would be) would look like one gone back.
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const r = await t.catalog.commit(entry(`f${i % 7}.json`, i + 1), 3);
+        await t.catalog.seq();
+        return r;
+      }),
+    );
+    expect(results.filter((r) => r.behind)).toEqual([]);
+    expect(results.filter((r) => r.outcome === 'published')).toHaveLength(200);
+  });
 });
