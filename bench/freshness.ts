@@ -62,6 +62,10 @@ const args = benchArgs('Freshness: rename of a drop → first GET that returns i
   'variant-concurrency': { type: 'number', description: 'adds a system, one process per role, with this ingest.concurrency' },
   'variant-env': { type: 'strings', description: 'adds a system, one process per role, with NAME=VALUE in its environment' },
   'variant-carry-max-bytes': { type: 'number', description: 'adds a system, one process per role, with this ingest.carry_max_bytes (0: carrying off)' },
+  'variant-validate-threads': {
+    type: 'number',
+    description: 'adds a system, one process per role, with this ingest.validate_threads (the worker checks drops on that many threads)',
+  },
   baseline: {
     type: 'string',
     description:
@@ -95,7 +99,12 @@ const SYSTEMS: TargetOptions = {
   concurrency: args.concurrency,
   carryMaxBytes: args['carry-max-bytes'],
   env: envOf(args.env),
-  variant: { concurrency: args['variant-concurrency'], carryMaxBytes: args['variant-carry-max-bytes'], env: envOf(args['variant-env'], 'variant-env') },
+  variant: {
+    concurrency: args['variant-concurrency'],
+    carryMaxBytes: args['variant-carry-max-bytes'],
+    validateThreads: args['variant-validate-threads'],
+    env: envOf(args['variant-env'], 'variant-env'),
+  },
   baseline: args.baseline === undefined ? undefined : builtEntry(args.baseline),
   put: PLAN.put,
 };

@@ -8,8 +8,9 @@
  *
  * Variants, started side by side and measured in interleaved rounds (order shuffled per round, the
  * reference included): every role in one process (`npm start`), watcher+worker with
- * ingest.concurrency 1, 4 (the default) and 16, watcher+worker plus a second worker process, and
- * concurrency 16 with a larger libuv thread pool (fsync holds one of its 4 threads); and two
+ * ingest.concurrency 1, 4 (the default) and 16, with drops checked on a validation thread (the
+ * default) or on the event loop, watcher+worker plus a second worker process, and concurrency 16
+ * with a larger libuv thread pool (fsync holds one of its 4 threads); and two
  * floors of the same architecture, not oddsfiles: the bare pipeline of the freshness benches
  * (bench/lib/bare/pipeline.ts), straight from its watcher and through a BullMQ queue. `--baseline`
  * runs each picked variant a second time from another build, in the same rounds: an A/B of a
@@ -37,12 +38,13 @@ const VARIANT_IDS = [
   'single-vt0',
   'c1',
   'default',
-  'vt1',
+  'vt0',
   'vt2',
   'c8',
   'c8pool16',
   'c16',
   'two',
+  'two-vt0',
   'pool32',
   'bare',
   'bare-queue',
@@ -118,7 +120,7 @@ function pickVariants(): Variant[] {
   const variants: Variant[] = [
     { id: 'single', name: 'one process, all roles (`npm start`), concurrency 4, a validation thread', options: { shape: 'single' }, seconds: [], cpu: [] },
     { id: 'c1', name: 'watcher+worker, concurrency 1', options: { shape: 'ingest', config: { ingest: { concurrency: 1 } } }, seconds: [], cpu: [] },
-    { id: 'default', name: 'watcher+worker, concurrency 4 (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
+    { id: 'default', name: 'watcher+worker, concurrency 4, a validation thread (default)', options: { shape: 'ingest' }, seconds: [], cpu: [] },
     {
       id: 'single-vt0',
       name: 'one process, all roles, validation on the event loop (`validate_threads: 0`)',
@@ -127,9 +129,9 @@ function pickVariants(): Variant[] {
       cpu: [],
     },
     {
-      id: 'vt1',
-      name: 'watcher+worker, concurrency 4, a validation thread (`validate_threads: 1`)',
-      options: { shape: 'ingest', config: { ingest: { validate_threads: 1 } } },
+      id: 'vt0',
+      name: 'watcher+worker, concurrency 4, validation on the event loop (`validate_threads: 0`)',
+      options: { shape: 'ingest', config: { ingest: { validate_threads: 0 } } },
       seconds: [],
       cpu: [],
     },
@@ -143,6 +145,13 @@ function pickVariants(): Variant[] {
     { id: 'c8', name: 'watcher+worker, concurrency 8', options: { shape: 'ingest', config: { ingest: { concurrency: 8 } } }, seconds: [], cpu: [] },
     { id: 'c16', name: 'watcher+worker, concurrency 16', options: { shape: 'ingest', config: { ingest: { concurrency: 16 } } }, seconds: [], cpu: [] },
     { id: 'two', name: 'watcher+worker + a 2nd worker process, concurrency 4 each', options: { shape: 'ingest', extraWorkers: 1 }, seconds: [], cpu: [] },
+    {
+      id: 'two-vt0',
+      name: 'watcher+worker + a 2nd worker process, validation on their event loops',
+      options: { shape: 'ingest', extraWorkers: 1, config: { ingest: { validate_threads: 0 } } },
+      seconds: [],
+      cpu: [],
+    },
     {
       id: 'c8pool16',
       name: 'watcher+worker, concurrency 8, `UV_THREADPOOL_SIZE=16`',

@@ -222,7 +222,6 @@ async function startWorkerRole(core: Core, queue: IngestQueue, reader: Pick<Runn
     registry,
     metrics,
     log,
-    servesReaders: reader !== undefined,
     onPublished: reader?.offer,
     onPublishing: reader?.expect,
     onConnection: (c) => stops.watch(c),

@@ -47,8 +47,6 @@ export interface WorkerRoleDeps {
   readonly log: Logger;
   /** Told of each Redis connection the role opens (the service drops those Redis never answers on stop). */
   readonly onConnection?: ((connection: Redis) => void) | undefined;
-  /** The reader role runs in this process too (its loop is the one the checks would hold). */
-  readonly servesReaders?: boolean;
   /** In one process the reader takes the bytes just published: no store read, no wait for the announcement. */
   readonly onPublished?: PublisherDeps['onPublished'];
   /** In one process the reader is told of the bytes before the commit, so its announcement finds them. */
@@ -78,9 +76,8 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)',
     );
   }
-  // Where this process serves readers too, drops are validated and hashed off its event loop
-  // (ingest.validate_threads).
-  const threads = config.ingest.validateThreads ?? defaultValidateThreads(deps.servesReaders === true);
+  // Drops are validated and hashed off the event loop (ingest.validate_threads).
+  const threads = config.ingest.validateThreads ?? defaultValidateThreads();
   const check = createDropChecker({ limits: config.limits, schema, threads });
   const publish = createPublisher({
     config,

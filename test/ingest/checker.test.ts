@@ -155,8 +155,7 @@ describe('the drop checker', () => {
     expect((await onLoop(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it('by default, a thread only where the process also serves readers, on two cores or more', () => {
-    expect(defaultValidateThreads(false)).toBe(0);
-    expect(defaultValidateThreads(true)).toBe(availableParallelism() >= 2 ? 1 : 0);
+  it('by default, one thread on two cores or more, none on one', () => {
+    expect(defaultValidateThreads()).toBe(availableParallelism() >= 2 ? 1 : 0);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The systems the freshness bench compares, started side by side: oddsfiles in one process and
- * with a process per role, optionally a variant of the latter (another concurrency, carry limit or
- * environment) and both shapes from a baseline build, and the bare reference pipeline (not with
+ * with a process per role, optionally a variant of the latter (another concurrency, carry limit,
+ * validation threads or environment) and both shapes from a baseline build, and the bare reference pipeline (not with
  * --put: it takes no PUT). Each with a poller of its own; and a subscriber of the bench to every
  * system's announcements, which times them for the stages of a drop.
  */
@@ -32,7 +32,12 @@ export interface TargetOptions {
   /** More environment of the oddsfiles processes. */
   readonly env: Record<string, string>;
   /** The variant, started when it sets anything: its concurrency, carry limit and more environment. */
-  readonly variant: { readonly concurrency: number | undefined; readonly carryMaxBytes: number | undefined; readonly env: Record<string, string> };
+  readonly variant: {
+    readonly concurrency: number | undefined;
+    readonly carryMaxBytes: number | undefined;
+    readonly validateThreads: number | undefined;
+    readonly env: Record<string, string>;
+  };
   /** The entry point of a baseline build, if any. */
   readonly baseline: string | undefined;
   readonly put: boolean;
@@ -46,7 +51,7 @@ export async function startTargets(o: TargetOptions): Promise<Target[]> {
   };
   const config = Object.keys(ingest).length === 0 ? undefined : { ingest };
   const v = o.variant;
-  const hasVariant = v.concurrency !== undefined || v.carryMaxBytes !== undefined || Object.keys(v.env).length > 0;
+  const hasVariant = v.concurrency !== undefined || v.carryMaxBytes !== undefined || v.validateThreads !== undefined || Object.keys(v.env).length > 0;
 
   const targets: Target[] = [];
   const s3 = o.store === 's3' ? await startS3rver() : undefined;
@@ -66,6 +71,7 @@ export async function startTargets(o: TargetOptions): Promise<Target[]> {
             ...config?.ingest,
             ...(v.concurrency === undefined ? {} : { concurrency: v.concurrency }),
             ...(v.carryMaxBytes === undefined ? {} : { carry_max_bytes: v.carryMaxBytes }),
+            ...(v.validateThreads === undefined ? {} : { validate_threads: v.validateThreads }),
           },
         },
         env: { ...(s3 ? storeEnv('fresh-variant') : {}), ...o.env, ...v.env },
@@ -74,6 +80,7 @@ export async function startTargets(o: TargetOptions): Promise<Target[]> {
   const variantName = `oddsfiles (process per role, ${[
     ...(v.concurrency === undefined ? [] : [`concurrency ${v.concurrency}`]),
     ...(v.carryMaxBytes === undefined ? [] : [`carry_max_bytes ${v.carryMaxBytes}`]),
+    ...(v.validateThreads === undefined ? [] : [`validate_threads ${v.validateThreads}`]),
     ...Object.entries(v.env).map(([k, x]) => `${k}=${x}`),
   ].join(', ')})`;
   const baseline = o.baseline

@@ -78,7 +78,7 @@ export const IngestSection = Type.Object(
         minimum: 0,
         maximum: 64,
         description:
-          'threads per process that validate and hash drops of 64 KiB or more, off its event loop; 0: on the event loop; absent: 1 where the process also serves readers (on two cores or more), else 0',
+          'threads per worker that validate and hash drops of 64 KiB or more, off its event loop; 0: on the event loop; absent: 1 on two cores or more, else 0',
       }),
     ),
   },

@@ -1,7 +1,8 @@
 /**
  * Where a worker checks its drops (check-drop.ts): on validation threads, so that reading a large
- * drop's every byte does not hold the event loop that also serves readers (one process, or a
- * reader's dry runs of uploads); or, with no threads, on the loop itself.
+ * drop's every byte holds no event loop (the one that also serves readers in one process or for a
+ * reader's dry runs of uploads, or the one running a worker's other drops); or, with no threads,
+ * on the loop itself.
  *
  * The threads read a drop's bytes in place: a claim is read into shared memory
  * (`sharedMinBytes`), and other bytes are copied into it first. A worker's threads start with the
@@ -51,13 +52,13 @@ export type CheckAnswer =
     };
 
 /**
- * One thread where the process also serves readers, on a machine of two cores or more: the
- * checks stay off the serving loop. None in a process that only works the queue, where a thread
- * costs CPU (handing each drop over and back: 3–10 % more per drop) to free a loop nobody waits
- * on; more worker processes add cores more cheaply.
+ * One thread on a machine of two cores or more, none on one core. The checks then hold no loop:
+ * neither the one that serves readers (one process, a reader's dry runs) nor a worker's, whose
+ * other drops' file and Redis steps go on meanwhile, and the check runs beside them on the second
+ * core. A second thread gains nothing on two cores.
  */
-export function defaultValidateThreads(servesReaders: boolean): number {
-  return servesReaders && availableParallelism() >= 2 ? 1 : 0;
+export function defaultValidateThreads(): number {
+  return availableParallelism() >= 2 ? 1 : 0;
 }
 
 /** A validation thread's heap: JSON.parse + ajv of the largest drop (when the schema needs them) peak at several times its size. */
