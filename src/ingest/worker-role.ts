@@ -136,6 +136,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       return worker;
     },
   });
+  log.info({ concurrency: config.ingest.concurrency, validateThreads: threads }, 'worker ready');
   // Tell `publish` and `rejected retry` which inbox this worker watches (inbox-marker.ts).
   const registration = await startInboxRegistration({ inboxDir: config.inboxDir, redis: deps.client, keys: deps.keys, log });
   // Old rejected drops leave REJECTED_DIR (ingest.rejected_retention; every worker may do it: rm is idempotent).

@@ -1,0 +1,64 @@
+/**
+ * Where a worker checks its drops, end to end: `oddsfiles start --roles watcher,worker` as a child
+ * process. By default a worker on two cores or more checks drops of 64 KiB and more on a
+ * validation thread (`ingest.validate_threads`, said in its `worker ready` line), and with
+ * `validate_threads: 0` on its event loop; either way a large valid drop is published and a large
+ * one that breaks a rule is rejected with its reason.
+ */
+import { availableParallelism } from 'node:os';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { drop, rejectionRecords } from '../../helpers/drops.js';
+import { readCatalog } from '../../helpers/published.js';
+import { dropPrefix, uniquePrefix } from '../../helpers/redis.js';
+import { baseEnv, makeDataDir, startOddsfiles, waitFor, type RunningOddsfiles } from '../../helpers/service.js';
+import { EXAMPLE_FEEDS, generateDocument } from '../../fixtures/corpus.js';
+
+const GOOD = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_soccer.json')!;
+const BAD = EXAMPLE_FEEDS.find((f) => f.filename === 'site_live_northwind_basketball.json')!;
+const generatedAt = () => new Date(Date.now() - 60_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** A 200 KB document whose last object names a member twice (I-JSON forbids it). */
+function twiceNamed(): Buffer {
+  const doc = generateDocument(BAD, { targetBytes: 200 * 1024, generatedAt: generatedAt() }).toString('utf8');
+  const at = doc.lastIndexOf('}');
+  return Buffer.from(`${doc.slice(0, at)},"x_extra":1,"x_extra":2${doc.slice(at)}`, 'utf8');
+}
+
+describe('validation threads of a worker', () => {
+  let svc: RunningOddsfiles | undefined;
+  const prefixes: string[] = [];
+  afterEach(async () => {
+    await svc?.stop();
+    svc = undefined;
+    for (const p of prefixes.splice(0)) await dropPrefix(p);
+  });
+
+  it.each([
+    { setting: 'unset', yaml: '', threads: availableParallelism() >= 2 ? 1 : 0 },
+    { setting: '0', yaml: 'ingest:\n  validate_threads: 0\n', threads: 0 },
+  ])('validate_threads $setting: $threads thread(s); a large drop published, a large bad one rejected', async ({ yaml, threads }) => {
+    const prefix = uniquePrefix('e2e-vthreads');
+    prefixes.push(prefix);
+    const dataDir = await makeDataDir('e2e-vthreads');
+    await writeFile(join(dataDir, 'oddsfiles.yaml'), yaml);
+    svc = await startOddsfiles(baseEnv(dataDir, prefix), ['start', '--roles', 'watcher,worker']);
+    const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
+    expect(ready.validateThreads).toBe(threads);
+
+    const good = generateDocument(GOOD, { targetBytes: 200 * 1024, generatedAt: generatedAt() });
+    expect(good.length).toBeGreaterThan(64 * 1024);
+    await drop(join(dataDir, 'inbox'), GOOD.filename, good);
+    await drop(join(dataDir, 'inbox'), BAD.filename, twiceNamed());
+    const published = await waitFor(async () => (await readCatalog(prefix)).get(GOOD.filename));
+    expect(published.size).toBe(good.length);
+    const records = await waitFor(async () => {
+      const all = await rejectionRecords(join(dataDir, 'rejected'));
+      return all.find((r) => r.filename === BAD.filename);
+    });
+    expect(records).toMatchObject({ reason: 'not_i_json' });
+    expect(records.detail).toMatch(/"x_extra" appears twice/);
+    expect((await readCatalog(prefix)).has(BAD.filename)).toBe(false);
+  });
+});
