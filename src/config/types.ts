@@ -127,7 +127,7 @@ export interface Config {
      * network filesystem). See src/sync-io.ts.
      */
     readonly syncIoMaxBytes: number;
-    /** Threads per process that validate and hash drops; undefined: as the process's roles and the machine suggest (checker.ts). */
+    /** Threads per worker that validate and hash drops of 64 KiB or more; undefined: as the machine suggests (checker.ts). */
     readonly validateThreads: number | undefined;
     /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
     readonly rejectedRetentionMs: number;
