@@ -18,6 +18,7 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { EXAMPLE_FEEDS } from '../test/fixtures/corpus.js';
 import { TEST_REDIS_URL } from '../test/helpers/redis.js';
@@ -29,6 +30,7 @@ import { builtEntry, OddsfilesSystem, type OddsfilesOptions } from './lib/common
 import { profileTables, summarizeProfile } from './lib/common/profile.js';
 import { publishReport, table } from './lib/common/report.js';
 import { ingestRound, referenceRound } from './lib/common/rounds.js';
+import { liveThreadsCpuMs, quiesce } from './lib/common/proc.js';
 import { log, runMain, tempDir } from './lib/common/run.js';
 import { fmtInt, fmtMs, fmtX, median, quantile, shuffle } from './lib/common/stats.js';
 
@@ -89,7 +91,12 @@ interface Variant {
   readonly seconds: number[];
   /** CPU ms of all the variant's processes per round. */
   readonly cpu: number[];
+  /** CPU ms a second of its processes while every variant is idle (timers, heartbeats). */
+  idleCpuMsPerS?: number;
 }
+
+/** How long every variant sits idle, after the warm-up, while its processes' CPU is read. */
+const IDLE_MS = 10_000;
 
 async function main(): Promise<void> {
   const machine = machineInfo();
@@ -252,6 +259,11 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
   durableCpu.length = 0;
   for (const v of variants) v.cpu.length = 0;
   for (const v of variants) if (v.sys instanceof OddsfilesSystem) v.sys.procs.forEach((p) => p.readLines('"jobId"'));
+  await quiesce(allPids(), { maxMs: 30_000 });
+  const idleCpu = (v: Variant) => v.sys!.pids().reduce((s, p) => s + liveThreadsCpuMs(p), 0);
+  const idle0 = variants.map(idleCpu);
+  await sleep(IDLE_MS);
+  for (const [i, v] of variants.entries()) v.idleCpuMsPerS = ((idleCpu(v) - idle0[i]!) * 1000) / IDLE_MS;
 
   const started = Date.now();
   for (let r = 0; r < ROUNDS; r++) {
@@ -346,6 +358,7 @@ function report(
       '',
       fmtMs(cpuPerDrop(refCpu)),
       '',
+      '',
     ],
     [
       'the same loop, durable: each feed in a folder of its own, fsynced after the rename (as the store writes a version)',
@@ -355,6 +368,7 @@ function report(
       fmtX(median(refSeconds) / median(durableSeconds)),
       paired(durableSeconds),
       fmtMs(cpuPerDrop(durableCpu)),
+      '',
       '',
     ],
   ];
@@ -368,6 +382,7 @@ function report(
       fmtX(rate / refRate),
       paired(v.seconds),
       fmtMs(cpuPerDrop(v.cpu)),
+      v.idleCpuMsPerS === undefined ? '' : v.idleCpuMsPerS.toFixed(1),
       v.bare ? 'floor' : rate / refRate >= 0.7 ? 'met' : '**missed**',
     ]);
   }
@@ -376,20 +391,15 @@ function report(
     '',
     `Run: ${new Date().toISOString().slice(0, 16)}Z, \`${commandLine(args)}\`; rounds of ${templates.length} drops (every example filename, ${(totalBytes / templates.length / 1024).toFixed(0)} KB each, ${(totalBytes / 1e6).toFixed(1)} MB), ${ROUNDS} rounds after a warm-up, every variant and the reference once per round in shuffled order, each started only once the previous one's processes are idle; medians; ${measuredS} s of measurement.`,
     '',
-    table(['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'per round: median (quartiles)', 'CPU ms per drop', 'target ≥ 0.7×'], rows, [
-      'l',
-      'r',
-      'r',
-      'r',
-      'r',
-      'r',
-      'r',
-      'l',
-    ]),
+    table(
+      ['variant', 'drops/s (median)', 'range', 'MB/s', 'vs reference', 'per round: median (quartiles)', 'CPU ms per drop', 'idle CPU ms/s', 'target ≥ 0.7×'],
+      rows,
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+    ),
     '',
     "vs reference: the variant's median rate over the reference's (the target's measure); per round: the ratio of the two within each round, its median and quartiles across rounds (how far the machine's changing speed moves it).",
     '',
-    "CPU ms per drop: user + system time of all the variant's processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop's own process.",
+    "CPU ms per drop: user + system time of all the variant's processes over all rounds (each until they are idle again: compression in the reader and manifest writes included) / the drops of all rounds (summed, not a median of rounds: /proc counts CPU in 10 ms ticks); for the reference, the loop's own process. Idle CPU ms/s: what the variant's processes use a second with nothing to do (timers, heartbeats, polls), read over ${IDLE_MS / 1000} s after the warm-up; the rounds' CPU includes it until the processes are idle again.",
     '',
     "Per drop, from the workers' log lines (median ms; read+validate: the worker's `read` + `validate` laps; `store` includes the `catalog.get` before it; lag: job's `receivedAt` → logged, so it includes waiting in the queue):",
     '',
