@@ -10,8 +10,8 @@
  * freshness describe shared state, so every process that binds them reports the same values:
  * aggregate those with max(), not sum().
  *
- * Each group of metrics lives in its own module (ingest-, http-, change-, queue-, dependency-, freshness-metrics.ts);
- * this one composes them on one registry, in that order.
+ * Each group of metrics lives in its own module (ingest-, http-, change-, queue-, dependency-, freshness-,
+ * loop-delay-metrics.ts); this one composes them on one registry.
  */
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { CatalogEntry } from '../catalog/types.js';
@@ -20,6 +20,7 @@ import { createDependencyMetrics } from './dependency-metrics.js';
 import { createFreshnessMetrics, type BindCatalogOptions } from './freshness-metrics.js';
 import { createHttpMetrics, type HttpMetrics } from './http-metrics.js';
 import { createIngestMetrics, type IngestMetrics } from './ingest-metrics.js';
+import { LOOP_DELAY_METRICS, registerLoopDelayMetrics } from './loop-delay-metrics.js';
 import { createQueueMetrics, type QueueSource } from './queue-metrics.js';
 
 export type { SettledDrop, SettledJob } from './ingest-metrics.js';
@@ -28,12 +29,15 @@ export { QUEUE_STATES, type QueueSource } from './queue-metrics.js';
 
 export const METRIC_PREFIX = 'oddsfiles_';
 
+/** A sampling interval no process lives to see (about 24 days: the largest a timer takes). */
+const NEVER_MS = 2 ** 31 - 1;
+
 export interface MetricsOptions {
   /** Node.js process metrics (collectDefaultMetrics, prefixed oddsfiles_). Default true. */
   readonly defaultMetrics?: boolean;
   /**
-   * How often the event-loop delay is sampled, ms (default 10, prom-client's). Each sample wakes
-   * the loop: every 10 ms costs an idle process about 4 ms of CPU a second.
+   * How often the event-loop delay is sampled, ms (default 10). Each sample wakes the loop: every
+   * 10 ms costs an idle process about 4 ms of CPU a second (loop-delay-metrics.ts).
    */
   readonly loopSampleMs?: number;
   /** Labels added to every series, e.g. { role: 'worker' }. */
@@ -62,7 +66,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (options.defaultLabels) registry.setDefaultLabels({ ...options.defaultLabels });
   if (options.defaultMetrics ?? true) {
-    collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: options.loopSampleMs ?? 10 });
+    // prom-client's event-loop gauges give way to ours; its sampler is left with a timer that never fires.
+    collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
+    for (const name of LOOP_DELAY_METRICS) registry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
+    registerLoopDelayMetrics(registry, METRIC_PREFIX, options.loopSampleMs ?? 10);
   }
   const timeoutMs = options.scrapeTimeoutMs ?? 2000;
 
