@@ -150,13 +150,9 @@ function queueOpener(config: Config, log: Logger, stops: StopSequence, connect: 
   };
 }
 
-/**
- * One metrics registry per process; shared state (queue depth, health) is read at scrape time. The
- * event-loop delay is sampled every 10 ms where readers are served (their load shedding samples
- * it that often anyway), else every 100 ms: an idle worker then wakes ten times a second, not a hundred.
- */
+/** One metrics registry per process; shared state (queue depth, health) is read at scrape time. */
 async function startMetrics(config: Config, roles: readonly Role[], log: Logger, stops: StopSequence, client: Redis, store: Store): Promise<Metrics> {
-  const metrics = createMetrics({ defaultLabels: { role: roles.join('+') }, loopSampleMs: roles.includes('reader') ? 10 : 100 });
+  const metrics = createMetrics({ defaultLabels: { role: roles.join('+') } });
   // Queue depth with plain ioredis (the same counts as BullMQ's, tested against them).
   metrics.bindQueue(createQueueCounts(client, config.redis.prefix));
   metrics.bindProbe('redis', () => client.ping());

@@ -36,8 +36,8 @@ export interface MetricsOptions {
   /** Node.js process metrics (collectDefaultMetrics, prefixed oddsfiles_). Default true. */
   readonly defaultMetrics?: boolean;
   /**
-   * How often the event-loop delay is sampled, ms (default 10). Each sample wakes the loop: every
-   * 10 ms costs an idle process about 4 ms of CPU a second (loop-delay-metrics.ts).
+   * How often the event-loop delay is sampled, ms (default 100). Each sample wakes the loop: every
+   * 10 ms (prom-client's default) cost an idle process about 4 ms of CPU a second.
    */
   readonly loopSampleMs?: number;
   /** Labels added to every series, e.g. { role: 'worker' }. */
@@ -69,7 +69,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     // prom-client's event-loop gauges give way to ours; its sampler is left with a timer that never fires.
     collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
     for (const name of LOOP_DELAY_METRICS) registry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
-    registerLoopDelayMetrics(registry, METRIC_PREFIX, options.loopSampleMs ?? 10);
+    registerLoopDelayMetrics(registry, METRIC_PREFIX, options.loopSampleMs ?? 100);
   }
   const timeoutMs = options.scrapeTimeoutMs ?? 2000;
 
