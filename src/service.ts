@@ -222,6 +222,7 @@ async function startWorkerRole(core: Core, queue: IngestQueue, reader: Pick<Runn
     registry,
     metrics,
     log,
+    servesReaders: reader !== undefined,
     onPublished: reader?.offer,
     onPublishing: reader?.expect,
     onConnection: (c) => stops.watch(c),

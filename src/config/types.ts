@@ -127,7 +127,7 @@ export interface Config {
      * network filesystem). See src/sync-io.ts.
      */
     readonly syncIoMaxBytes: number;
-    /** Threads per worker that validate and hash drops of 64 KiB or more; undefined: as the machine suggests (checker.ts). */
+    /** Threads per worker that validate and hash drops of 64 KiB or more; undefined: as the machine and its load suggest (checker.ts, core-contention.ts). */
     readonly validateThreads: number | undefined;
     /** Rejected drops older than this are removed from REJECTED_DIR by the workers; 0: never. */
     readonly rejectedRetentionMs: number;

@@ -18,6 +18,7 @@ import type { RedisKeys } from '../redis/key-names.js';
 import type { Store } from '../store/store.js';
 import { createCarryPolicy } from './publish/carry.js';
 import { createDropChecker, defaultValidateThreads } from './publish/checker.js';
+import { CONTENTION_DEFAULTS } from './publish/core-contention.js';
 import { ensureInbox } from './drop-folder/inbox.js';
 import { startInboxRegistration } from './drop-folder/inbox-marker.js';
 import { createPublisher } from './publish/publish.js';
@@ -47,6 +48,8 @@ export interface WorkerRoleDeps {
   readonly log: Logger;
   /** Told of each Redis connection the role opens (the service drops those Redis never answers on stop). */
   readonly onConnection?: ((connection: Redis) => void) | undefined;
+  /** The reader role runs in this process too: its loop must stay free of the checks whatever the cores. */
+  readonly servesReaders?: boolean;
   /** In one process the reader takes the bytes just published: no store read, no wait for the announcement. */
   readonly onPublished?: PublisherDeps['onPublished'];
   /** In one process the reader is told of the bytes before the commit, so its announcement finds them. */
@@ -76,9 +79,22 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       'the document schema uses a keyword the one-pass check does not know: large drops too are checked with JSON.parse + ajv (several times their size in memory)',
     );
   }
-  // Drops are validated and hashed off the event loop (ingest.validate_threads).
+  // Drops are validated and hashed off the event loop (ingest.validate_threads). On the default,
+  // a worker whose loop serves no readers checks them on it while its thread waits for a core.
   const threads = config.ingest.validateThreads ?? defaultValidateThreads();
-  const check = createDropChecker({ limits: config.limits, schema, threads });
+  let busyTold = false;
+  const check = createDropChecker({
+    limits: config.limits,
+    schema,
+    threads,
+    yieldWhenBusy: config.ingest.validateThreads === undefined && deps.servesReaders !== true,
+    onBusy: () => {
+      const msg = `the cores are full (the validation thread waits for one): drops are checked on the event loop for ${CONTENTION_DEFAULTS.loopForMs / 1000} s, then on the thread again`;
+      if (busyTold) log.debug(msg);
+      else log.info(msg);
+      busyTold = true;
+    },
+  });
   const publish = createPublisher({
     config,
     registry: deps.registry,

@@ -4,8 +4,8 @@
  * bytes, generated_at, stamping and both SHA-256s, against the validator called directly); the
  * caller's bytes are neither moved nor changed, whether in shared memory or not; a thread that
  * fails a check for any other reason fails that check alone, never as a rejection; small drops
- * stay on the loop; a claim read for the threads lands in shared memory; and a thread is there by
- * default only where the process also serves readers.
+ * stay on the loop; a claim read for the threads lands in shared memory; a thread that waits for
+ * a core hands the checks to the loop for a while; and one thread is there by default on two cores.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -153,6 +153,26 @@ describe('the drop checker', () => {
     const onLoop = checkerOf(1, { limits, heapMb: 32, threadMinBytes: huge.length + 1 });
     await expect(onThread(checkOf(c.filename, huge))).rejects.not.toBeInstanceOf(RejectionError);
     expect((await onLoop(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  // The thread's CPU time is what tells a thread waiting for a core (Node 22.15 and later).
+  it.skipIf(typeof process.threadCpuUsage !== 'function')('checks on the loop for a while once the thread counts as waiting for a core', async () => {
+    const c = cases.find((x) => x.group === 'valid')!;
+    const limits = { ...config.limits, onePassMinBytes: Infinity };
+    const huge = hugeDrop();
+    // A thread whose heap cannot hold the JSON.parse of the huge drop tells where it was checked.
+    const judged = (busyRatio: number) => {
+      let busy = 0;
+      const checker = checkerOf(1, { limits, heapMb: 32, yieldWhenBusy: { windowChecks: 2, busyRatio, loopForMs: 60_000 }, onBusy: () => busy++ });
+      return { checker, busy: () => busy };
+    };
+    const waiting = judged(0); // every window counts as waiting
+    const free = judged(Infinity); // none does
+    for (const { checker } of [waiting, free]) for (let i = 0; i < 3; i++) await checker(checkOf(c.filename, c.bytes));
+    expect(waiting.busy()).toBe(1);
+    expect(free.busy()).toBe(0);
+    expect((await waiting.checker(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
+    await expect(free.checker(checkOf(c.filename, huge))).rejects.not.toBeInstanceOf(RejectionError);
   });
 
   it('by default, one thread on two cores or more, none on one', () => {

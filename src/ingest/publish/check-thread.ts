@@ -3,7 +3,8 @@
  * (`{ limits, schema }`), then checks each drop it is sent (check-drop.ts). The drop's bytes come
  * as a view of shared memory, read in place; the answer names the published bytes as a range of
  * them, or carries them when `generated_at` was stamped (new bytes, moved, not copied). A
- * rejection is an answer; any other failure fails the task.
+ * rejection is an answer; any other failure fails the task. Every answer says how long the check
+ * took and the thread's CPU so far (core-contention.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { RejectionError } from '../../errors.js';
@@ -11,12 +12,22 @@ import { createDocumentValidator, type DocumentLimits } from '../../feeds/valida
 import { checkDrop } from './check-drop.js';
 import type { CheckAnswer, CheckRequest } from './checker.js';
 
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
 const { limits, schema } = workerData as { limits: DocumentLimits; schema: object };
 const validate = createDocumentValidator(limits, schema);
 
+/** The thread's CPU time so far, ms (process.threadCpuUsage: Node 22.15 and later). */
+const cpuMs = (): number | undefined => {
+  if (typeof process.threadCpuUsage !== 'function') return undefined;
+  const { user, system } = process.threadCpuUsage();
+  return (user + system) / 1000;
+};
+
 parentPort!.on('message', (req: CheckRequest) => {
+  const started = performance.now();
   const bytes = Buffer.from(req.bytes.buffer, req.bytes.byteOffset, req.bytes.byteLength);
-  let answer: CheckAnswer;
+  let answer: DistributiveOmit<CheckAnswer, 'timing'>;
   const transfer: ArrayBuffer[] = [];
   try {
     const { doc, sha256, sourceSha256 } = checkDrop(validate, {
@@ -42,5 +53,6 @@ parentPort!.on('message', (req: CheckRequest) => {
     }
     answer = { rejected: { reason: err.reason, detail: err.detail } };
   }
-  parentPort!.postMessage({ ok: true, value: answer }, transfer);
+  const value: CheckAnswer = { ...answer, timing: { wallMs: performance.now() - started, cpuMs: cpuMs() } };
+  parentPort!.postMessage({ ok: true, value }, transfer);
 });

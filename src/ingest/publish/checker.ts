@@ -17,6 +17,7 @@ import { createDocumentValidator, type DocumentCheck, type DocumentLimits } from
 import { workerScript } from '../../paths.js';
 import { createPool } from '../../threads/pool.js';
 import { checkDrop, type CheckedDrop } from './check-drop.js';
+import { createCoreContention, type ContentionOptions, type ThreadTiming } from './core-contention.js';
 
 export type { CheckedDrop } from './check-drop.js';
 
@@ -39,7 +40,7 @@ export interface CheckRequest {
 }
 
 /** What it answers: the outcome, with the published bytes as a range of the drop's or, stamped, as new bytes. */
-export type CheckAnswer =
+export type CheckAnswer = (
   | { readonly rejected: { readonly reason: RejectionReason; readonly detail: string } }
   | {
       readonly generatedAt: string;
@@ -49,7 +50,11 @@ export type CheckAnswer =
       readonly stamped?: Uint8Array;
       readonly start?: number;
       readonly end?: number;
-    };
+    }
+) & {
+  /** How long the check took and the thread's CPU so far (core-contention.ts). */
+  readonly timing: ThreadTiming;
+};
 
 /**
  * One thread on a machine of two cores or more, none on one core. The checks then hold no loop:
@@ -77,6 +82,13 @@ export interface DropCheckerOptions {
   readonly heapMb?: number;
   /** Smaller drops are checked on the caller's loop; default THREAD_MIN_BYTES. */
   readonly threadMinBytes?: number;
+  /**
+   * Check on the caller's loop for a while when the threads wait for a core (core-contention.ts):
+   * for a worker whose loop serves no readers, on the default thread count. Its options, or true.
+   */
+  readonly yieldWhenBusy?: boolean | ContentionOptions;
+  /** Told once each time the checks turn to the loop because the threads wait for a core. */
+  readonly onBusy?: () => void;
 }
 
 /**
@@ -102,12 +114,14 @@ export function createDropChecker(opts: DropCheckerOptions): DropChecker {
     ...(opts.onDemand ? { idleMs: 5_000 } : { idleMs: Infinity, prestart: true }),
     maxHeapMb: opts.heapMb ?? checkHeapMb(limits.maxFileBytes),
   });
+  const contention = opts.yieldWhenBusy ? createCoreContention(opts.yieldWhenBusy === true ? {} : opts.yieldWhenBusy) : undefined;
   const check = async (c: DocumentCheck): Promise<CheckedDrop> => {
-    if (c.bytes.length < threadMinBytes) return inline(c);
+    if (c.bytes.length < threadMinBytes || (contention && !contention.useThread())) return inline(c);
     const bytes = c.bytes.buffer instanceof SharedArrayBuffer ? c.bytes : inSharedMemory(c.bytes);
     const a = await pool.run<CheckAnswer>(() => ({
       message: { feed: c.feed, bookmaker: c.bookmaker, bytes, receivedAtMs: c.receivedAt.getTime(), nowMs: c.now.getTime() } satisfies CheckRequest,
     }));
+    if (contention?.observe(a.timing)) opts.onBusy?.();
     if ('rejected' in a) throw new RejectionError(a.rejected.reason, a.rejected.detail);
     const published = a.stamped ? Buffer.from(a.stamped.buffer, a.stamped.byteOffset, a.stamped.byteLength) : c.bytes.subarray(a.start, a.end);
     return {
