@@ -214,7 +214,17 @@ function pickVariants(): Variant[] {
     const bin = builtEntry(BASELINE);
     const picked = args['baseline-variants']?.split(',');
     const again = variants.filter((v) => !v.bare && (!picked || picked.includes(v.id!)));
-    variants.push(...again.map((v) => ({ name: `${v.name}, baseline`, options: { ...v.options, bin }, seconds: [], cpu: [] })));
+    // The same shape and options on the other build; what the name says of defaults (a validation
+    // thread) is this build's, and may not hold there.
+    variants.push(
+      ...again.map((v) => ({
+        id: `${v.id!}@baseline`,
+        name: `baseline build, its own defaults: ${v.name}`,
+        options: { ...v.options, bin },
+        seconds: [],
+        cpu: [],
+      })),
+    );
   }
   return variants;
 }
@@ -281,7 +291,7 @@ async function measureRounds(variants: Variant[], templates: readonly DocTemplat
       } else {
         const s = await runVariant(v);
         v.seconds.push(s);
-        parts.push(`${v.name.slice(0, 28)} ${fmtInt(templates.length / s)}/s`);
+        parts.push(`${v.id ?? v.name.slice(0, 28)} ${fmtInt(templates.length / s)}/s`);
       }
     }
     log(`round ${r + 1}: ${parts.join(' | ')}`);

@@ -15,15 +15,14 @@ type Stat = (typeof STATS)[number];
 
 const LAG = 'nodejs_eventloop_lag_seconds';
 
-/** Every name prom-client's default metrics register for the event-loop delay (after the prefix). */
-export const LOOP_DELAY_METRICS = [LAG, ...STATS.map((s) => `nodejs_eventloop_lag_${s}_seconds`)];
-
 /**
- * Registers the gauges on `registry` under `prefix`, sampling every `sampleMs`; the caller has
- * removed prom-client's own. `…_lag_seconds` is how long a task queued at a scrape waited for the
- * loop (set when it runs: the next scrape shows it), the others the delays since the last scrape.
+ * Registers the gauges on `registry` under `prefix`, sampling every `sampleMs`, in place of any
+ * event-loop gauges prom-client's default metrics put there. `…_lag_seconds` is how long a task
+ * queued at a scrape waited for the loop (set when it runs: the next scrape shows it), the others
+ * the delays since the last scrape.
  */
 export function registerLoopDelayMetrics(registry: Registry, prefix: string, sampleMs: number): void {
+  for (const m of registry.getMetricsAsArray()) if (m.name.startsWith(`${prefix}nodejs_eventloop_lag`)) registry.removeSingleMetric(m.name);
   const histogram = monitorEventLoopDelay({ resolution: sampleMs });
   histogram.enable();
   const intervalNs = sampleMs * 1e6;
@@ -57,7 +56,10 @@ export function registerLoopDelayMetrics(registry: Registry, prefix: string, sam
         stat,
         new Gauge({
           name: `${prefix}nodejs_eventloop_lag_${stat}_seconds`,
-          help: `The ${stat} event-loop delay since the last scrape, beyond the sampling interval, seconds.`,
+          help:
+            stat === 'stddev'
+              ? 'The standard deviation of the event-loop delays since the last scrape, seconds.'
+              : `The ${stat} event-loop delay since the last scrape, beyond the sampling interval, seconds.`,
           registers: [registry],
         }),
       ] as const,

@@ -20,7 +20,7 @@ import { createDependencyMetrics } from './dependency-metrics.js';
 import { createFreshnessMetrics, type BindCatalogOptions } from './freshness-metrics.js';
 import { createHttpMetrics, type HttpMetrics } from './http-metrics.js';
 import { createIngestMetrics, type IngestMetrics } from './ingest-metrics.js';
-import { LOOP_DELAY_METRICS, registerLoopDelayMetrics } from './loop-delay-metrics.js';
+import { registerLoopDelayMetrics } from './loop-delay-metrics.js';
 import { createQueueMetrics, type QueueSource } from './queue-metrics.js';
 
 export type { SettledDrop, SettledJob } from './ingest-metrics.js';
@@ -68,7 +68,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   if (options.defaultMetrics ?? true) {
     // prom-client's event-loop gauges give way to ours; its sampler is left with a timer that never fires.
     collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
-    for (const name of LOOP_DELAY_METRICS) registry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
     registerLoopDelayMetrics(registry, METRIC_PREFIX, options.loopSampleMs ?? 100);
   }
   const timeoutMs = options.scrapeTimeoutMs ?? 2000;

@@ -163,12 +163,14 @@ describe('the drop checker', () => {
     // A thread whose heap cannot hold the JSON.parse of the huge drop tells where it was checked.
     const judged = (busyRatio: number) => {
       let busy = 0;
-      const checker = checkerOf(1, { limits, heapMb: 32, yieldWhenBusy: { windowChecks: 2, busyRatio, loopForMs: 60_000 }, onBusy: () => busy++ });
+      const checker = checkerOf(1, { limits, heapMb: 32, yieldWhenBusy: { windowCpuMs: 0, busyRatio, loopForMs: 60_000 }, onBusy: () => busy++ });
       return { checker, busy: () => busy };
     };
     const waiting = judged(0); // every window counts as waiting
     const free = judged(Infinity); // none does
-    for (const { checker } of [waiting, free]) for (let i = 0; i < 3; i++) await checker(checkOf(c.filename, c.bytes));
+    // Until a window closes: the thread's CPU clock moves in steps of a scheduler tick.
+    for (let i = 0; i < 500 && waiting.busy() === 0; i++) await waiting.checker(checkOf(c.filename, c.bytes));
+    for (let i = 0; i < 50; i++) await free.checker(checkOf(c.filename, c.bytes));
     expect(waiting.busy()).toBe(1);
     expect(free.busy()).toBe(0);
     expect((await waiting.checker(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);

@@ -6,7 +6,7 @@
  * rejection is an answer; any other failure fails the task. Every answer says how long the check
  * took and the thread's CPU so far (core-contention.ts).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { RejectionError } from '../../errors.js';
 import { createDocumentValidator, type DocumentLimits } from '../../feeds/validate.js';
 import { checkDrop } from './check-drop.js';
@@ -53,6 +53,6 @@ parentPort!.on('message', (req: CheckRequest) => {
     }
     answer = { rejected: { reason: err.reason, detail: err.detail } };
   }
-  const value: CheckAnswer = { ...answer, timing: { wallMs: performance.now() - started, cpuMs: cpuMs() } };
+  const value: CheckAnswer = { ...answer, timing: { wallMs: performance.now() - started, cpuMs: cpuMs(), threadId } };
   parentPort!.postMessage({ ok: true, value }, transfer);
 });

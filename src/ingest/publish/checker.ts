@@ -83,8 +83,9 @@ export interface DropCheckerOptions {
   /** Smaller drops are checked on the caller's loop; default THREAD_MIN_BYTES. */
   readonly threadMinBytes?: number;
   /**
-   * Check on the caller's loop for a while when the threads wait for a core (core-contention.ts):
-   * for a worker whose loop serves no readers, on the default thread count. Its options, or true.
+   * Check on the caller's loop for a while when the thread waits for a core (core-contention.ts):
+   * for a worker whose loop serves no readers, on the default thread count. With one thread only.
+   * Its options, or true.
    */
   readonly yieldWhenBusy?: boolean | ContentionOptions;
   /** Told once each time the checks turn to the loop because the threads wait for a core. */
@@ -114,7 +115,8 @@ export function createDropChecker(opts: DropCheckerOptions): DropChecker {
     ...(opts.onDemand ? { idleMs: 5_000 } : { idleMs: Infinity, prestart: true }),
     maxHeapMb: opts.heapMb ?? checkHeapMb(limits.maxFileBytes),
   });
-  const contention = opts.yieldWhenBusy ? createCoreContention(opts.yieldWhenBusy === true ? {} : opts.yieldWhenBusy) : undefined;
+  // One thread is judged: with more, each would need a window of its own.
+  const contention = opts.yieldWhenBusy && threads === 1 ? createCoreContention(opts.yieldWhenBusy === true ? {} : opts.yieldWhenBusy) : undefined;
   const check = async (c: DocumentCheck): Promise<CheckedDrop> => {
     if (c.bytes.length < threadMinBytes || (contention && !contention.useThread())) return inline(c);
     const bytes = c.bytes.buffer instanceof SharedArrayBuffer ? c.bytes : inSharedMemory(c.bytes);
