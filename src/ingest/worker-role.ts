@@ -44,7 +44,7 @@ export interface WorkerRoleDeps {
   readonly catalog: Catalog;
   readonly registry: FeedRegistry;
   /** Told of every settled drop (the process's metrics). */
-  readonly metrics: { jobSettled(result: DropResult, job: Job<IngestJobData, IngestResult>): void };
+  readonly metrics: { jobSettled(result: DropResult, job: Job<IngestJobData, IngestResult>): void; dropChecked(on: 'thread' | 'loop'): void };
   readonly log: Logger;
   /** Told of each Redis connection the role opens (the service drops those Redis never answers on stop). */
   readonly onConnection?: ((connection: Redis) => void) | undefined;
@@ -88,6 +88,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     schema,
     threads,
     yieldWhenBusy: config.ingest.validateThreads === undefined && deps.servesReaders !== true,
+    onCheck: (on) => metrics.dropChecked(on),
     onBusy: () => {
       const msg = `the cores are full (the validation thread waits for one): drops are checked on the event loop for ${CONTENTION_DEFAULTS.loopForMs / 1000} s, then on the thread again`;
       if (busyTold) log.debug(msg);

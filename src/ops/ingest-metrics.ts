@@ -26,6 +26,8 @@ export interface IngestMetrics {
   dropSettled(result: SettledDrop, lagMs: number, durationMs: number): void;
   /** dropSettled with the lag and duration taken from the job (what the worker's onSettled has); `timings.total`: the publish step's own duration. */
   jobSettled(result: SettledDrop & { readonly timings: Readonly<Record<string, number>> }, job: SettledJob): void;
+  /** One drop's document check, on a validation thread or on the event loop. */
+  dropChecked(on: 'thread' | 'loop'): void;
 }
 
 export function createIngestMetrics(registry: Registry): IngestMetrics {
@@ -56,7 +58,14 @@ export function createIngestMetrics(registry: Registry): IngestMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
     registers,
   });
+  const checks = new Counter({
+    name: 'oddsfiles_drop_checks_total',
+    help: "Drops' document checks by where they ran: on a validation thread or on the event loop.",
+    labelNames: ['on'] as const,
+    registers,
+  });
   // Every known label value starts at 0, so rate() and increase() work from the first scrape.
+  for (const on of ['thread', 'loop'] as const) checks.inc({ on }, 0);
   for (const o of DROP_OUTCOMES) drops.inc({ outcome: o }, 0);
   for (const r of REJECTION_REASONS) rejections.inc({ reason: r }, 0);
 
@@ -69,6 +78,7 @@ export function createIngestMetrics(registry: Registry): IngestMetrics {
   };
   return {
     dropSettled,
+    dropChecked: (on) => checks.inc({ on }),
     jobSettled(result, job) {
       const t = Date.now();
       const durationMs = result.timings.total ?? (job.processedOn ? t - job.processedOn : Number.NaN);

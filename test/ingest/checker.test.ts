@@ -163,8 +163,15 @@ describe('the drop checker', () => {
     // A thread whose heap cannot hold the JSON.parse of the huge drop tells where it was checked.
     const judged = (busyRatio: number) => {
       let busy = 0;
-      const checker = checkerOf(1, { limits, heapMb: 32, yieldWhenBusy: { windowCpuMs: 0, busyRatio, loopForMs: 60_000 }, onBusy: () => busy++ });
-      return { checker, busy: () => busy };
+      const on: string[] = [];
+      const checker = checkerOf(1, {
+        limits,
+        heapMb: 32,
+        yieldWhenBusy: { windowCpuMs: 0, busyRatio, loopForMs: 60_000 },
+        onBusy: () => busy++,
+        onCheck: (where) => on.push(where),
+      });
+      return { checker, busy: () => busy, on };
     };
     const waiting = judged(0); // every window counts as waiting
     const free = judged(Infinity); // none does
@@ -175,6 +182,10 @@ describe('the drop checker', () => {
     expect(free.busy()).toBe(0);
     expect((await waiting.checker(checkOf(c.filename, huge))).sha256).toMatch(/^[0-9a-f]{64}$/);
     await expect(free.checker(checkOf(c.filename, huge))).rejects.not.toBeInstanceOf(RejectionError);
+    // Where each check ran, as the worker's metrics count it.
+    expect(waiting.on.at(-1)).toBe('loop');
+    expect(waiting.on.slice(0, -1).every((w) => w === 'thread')).toBe(true);
+    expect(free.on.every((w) => w === 'thread')).toBe(true);
   });
 
   it('by default, one thread on two cores or more, none on one', () => {

@@ -334,6 +334,9 @@ describe('operator endpoints', () => {
       metrics.authFailed('unknown');
       metrics.authFailed(API_KEY.repeat(2)); // a key-like value never becomes a label
       metrics.httpResponse('/v1/files', 'GET', 200, 1.5);
+      metrics.dropChecked('thread');
+      metrics.dropChecked('thread');
+      metrics.dropChecked('loop');
 
       await app.inject({ url: '/v1/data/site_live_northwind_soccer.json' });
       await app.inject({ url: '/v1/data/site_pregame_redstone_soccer.json?x=1' });
@@ -361,6 +364,8 @@ describe('operator endpoints', () => {
         ).toBe(true);
       }
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'published' })).toBe(4);
+      expect(sample(text, 'oddsfiles_drop_checks_total', { on: 'thread' })).toBe(2);
+      expect(sample(text, 'oddsfiles_drop_checks_total', { on: 'loop' })).toBe(1);
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'unchanged' })).toBe(1);
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'superseded' })).toBe(1);
       expect(sample(text, 'oddsfiles_drops_total', { outcome: 'rejected' })).toBe(3);

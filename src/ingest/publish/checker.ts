@@ -90,6 +90,8 @@ export interface DropCheckerOptions {
   readonly yieldWhenBusy?: boolean | ContentionOptions;
   /** Told once each time the checks turn to the loop because the threads wait for a core. */
   readonly onBusy?: () => void;
+  /** Told where each check runs. */
+  readonly onCheck?: (on: 'thread' | 'loop') => void;
 }
 
 /**
@@ -102,7 +104,10 @@ export const THREAD_MIN_BYTES = 64 * 1024;
 export function createDropChecker(opts: DropCheckerOptions): DropChecker {
   const { limits, schema, threads } = opts;
   const validate = createDocumentValidator(limits, schema);
-  const inline = async (check: DocumentCheck) => checkDrop(validate, check);
+  const inline = async (check: DocumentCheck) => {
+    opts.onCheck?.('loop');
+    return checkDrop(validate, check);
+  };
   if (threads <= 0) return Object.assign(inline, { sharedMinBytes: Infinity, close: () => Promise.resolve() });
   const threadMinBytes = opts.threadMinBytes ?? THREAD_MIN_BYTES;
   const pool = createPool({
@@ -119,6 +124,7 @@ export function createDropChecker(opts: DropCheckerOptions): DropChecker {
   const contention = opts.yieldWhenBusy && threads === 1 ? createCoreContention(opts.yieldWhenBusy === true ? {} : opts.yieldWhenBusy) : undefined;
   const check = async (c: DocumentCheck): Promise<CheckedDrop> => {
     if (c.bytes.length < threadMinBytes || (contention && !contention.useThread())) return inline(c);
+    opts.onCheck?.('thread');
     const bytes = c.bytes.buffer instanceof SharedArrayBuffer ? c.bytes : inSharedMemory(c.bytes);
     const a = await pool.run<CheckAnswer>(() => ({
       message: { feed: c.feed, bookmaker: c.bookmaker, bytes, receivedAtMs: c.receivedAt.getTime(), nowMs: c.now.getTime() } satisfies CheckRequest,

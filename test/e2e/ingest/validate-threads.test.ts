@@ -3,13 +3,14 @@
  * process. By default a worker on two cores or more checks drops of 64 KiB and more on a
  * validation thread (`ingest.validate_threads`, said in its `worker ready` line), and with
  * `validate_threads: 0` on its event loop; either way a large valid drop is published and a large
- * one that breaks a rule is rejected with its reason.
+ * one that breaks a rule is rejected with its reason, and its metrics count where each check ran.
  */
 import { availableParallelism } from 'node:os';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { drop, rejectionRecords } from '../../helpers/drops.js';
+import { freePort } from '../../helpers/faults.js';
 import { readCatalog } from '../../helpers/published.js';
 import { dropPrefix, uniquePrefix } from '../../helpers/redis.js';
 import { baseEnv, makeDataDir, startOddsfiles, waitFor, type RunningOddsfiles } from '../../helpers/service.js';
@@ -43,7 +44,8 @@ describe('validation threads of a worker', () => {
     prefixes.push(prefix);
     const dataDir = await makeDataDir('e2e-vthreads');
     await writeFile(join(dataDir, 'oddsfiles.yaml'), yaml);
-    svc = await startOddsfiles(baseEnv(dataDir, prefix), ['start', '--roles', 'watcher,worker']);
+    const metricsPort = await freePort();
+    svc = await startOddsfiles({ ...baseEnv(dataDir, prefix), METRICS_PORT: String(metricsPort) }, ['start', '--roles', 'watcher,worker']);
     const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
     expect(ready.validateThreads).toBe(threads);
 
@@ -60,5 +62,10 @@ describe('validation threads of a worker', () => {
     expect(records).toMatchObject({ reason: 'not_i_json' });
     expect(records.detail).toMatch(/"x_extra" appears twice/);
     expect((await readCatalog(prefix)).has(BAD.filename)).toBe(false);
+    // Its metrics count where the two checks ran (from loopback, no token needed).
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const count = (on: string) => Number(new RegExp(`^oddsfiles_drop_checks_total\\{[^}]*on="${on}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(count(threads > 0 ? 'thread' : 'loop')).toBe(2);
+    expect(count(threads > 0 ? 'loop' : 'thread')).toBe(0);
   });
 });
