@@ -63,7 +63,7 @@ export function createCoreContention(opts: ContentionOptions = {}): CoreContenti
     observe({ wallMs: wall, cpuMs, threadId }) {
       // Checks still on the thread when it turned to the loop start no window.
       if (cpuMs === undefined || now() < loopUntil) return false;
-      if (startCpu === undefined || threadId !== thread || cpuMs < startCpu) {
+      if (startCpu === undefined || threadId !== thread) {
         restart(threadId, cpuMs);
         return false;
       }
