@@ -7,11 +7,14 @@ import { OddsfilesError } from '../errors.js';
 import type { RedisKeys } from '../redis/key-names.js';
 import { encodeCarried } from './carried.js';
 import { changeEntryOf } from './change-log.js';
+import { isNoScript, luaScript } from '../redis/cached-script.js';
 import { COMMIT_LUA } from './commit-script.js';
 import { createHistoryIndex, type HistoryIndex } from './history-index.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
 // KEYS: catalog hash, seq counter. A consistent snapshot: entries and seq read atomically.
+const commitScript = luaScript(COMMIT_LUA);
+
 const SNAPSHOT_LUA = `
 return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}
 `;
@@ -114,11 +117,7 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
     async commit(entry, keepVersions) {
       const json = JSON.stringify(entry);
       const publishedMs = Date.parse(entry.publishedAt);
-      // EVAL, not ioredis's defineCommand: its EVALSHA settles a microtask after its reply, so a seq
-      // read answered right after would be seen first, and this commit's seq look like one gone back.
-      const reply = (await redis.eval(
-        COMMIT_LUA,
-        7,
+      const args = [
         keys.catalog,
         keys.catalogSeq,
         keys.catalogVersions(entry.filename),
@@ -141,7 +140,16 @@ export function createCatalog(redis: Redis, keys: RedisKeys, changeLog?: ChangeL
         String(historyMax),
         String(Date.now() - historyRetentionMs),
         options.requireEpoch ? '1' : '',
-      )) as string[];
+      ];
+      // EVALSHA (EVAL once Redis forgot the script), each awaited itself: see cached-script.ts.
+      let raw: unknown;
+      try {
+        raw = await redis.evalsha(commitScript.sha1, 7, ...args);
+      } catch (err) {
+        if (!isNoScript(err)) throw err;
+        raw = await redis.eval(commitScript.lua, 7, ...args);
+      }
+      const reply = raw as string[];
       const [outcome, current, seq, member, count, ...rest] = reply;
       if (outcome === 'unready') {
         throw new OddsfilesError(

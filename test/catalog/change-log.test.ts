@@ -95,3 +95,28 @@ describe('the change log', () => {
     expect(last - first! + 1).toBe(length);
   });
 });
+
+describe('the commit script', () => {
+  it('runs from the script cache, and is sent whole again once Redis has forgotten it (SCRIPT FLUSH, a restart or a failover)', async () => {
+    const keys = fresh('commit-script');
+    const catalog = createCatalog(redis, keys);
+    const monitor = await redis.duplicate().monitor();
+    const sent: string[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase().startsWith('eval') && args.some((a) => a.includes(keys.catalog))) sent.push(args[0].toLowerCase());
+    });
+    try {
+      expect((await catalog.commit(entry('a.json', 1), 5)).seq).toBe(1);
+      await redis.script('FLUSH');
+      expect((await catalog.commit(entry('a.json', 2), 5)).seq).toBe(2);
+      expect((await catalog.commit(entry('a.json', 3), 5)).seq).toBe(3);
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      monitor.disconnect();
+    }
+    // The first commit and the first after the flush are sent whole (after a NOSCRIPT); the last by its SHA-1 alone.
+    expect(sent.filter((c) => c === 'evalsha').length).toBeGreaterThanOrEqual(2);
+    expect(sent.at(-1)).toBe('evalsha');
+    expect(sent.filter((c) => c === 'eval').length).toBeGreaterThanOrEqual(1);
+  });
+});
