@@ -19,7 +19,6 @@ import type { Store } from '../store/store.js';
 import { createCarryPolicy } from './publish/carry.js';
 import { createDropChecker, defaultValidateThreads } from './publish/checker.js';
 import { CONTENTION_DEFAULTS } from './publish/core-contention.js';
-import { probeFineStamps } from './drop-folder/fine-stamps.js';
 import { ensureInbox } from './drop-folder/inbox.js';
 import { startInboxRegistration } from './drop-folder/inbox-marker.js';
 import { createPublisher } from './publish/publish.js';
@@ -61,8 +60,6 @@ export interface WorkerRoleDeps {
 export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promise<void>> {
   const { config, log, queue, metrics } = deps;
   await ensureInbox(config.inboxDir);
-  // Whether a claim read again once and found unchanged can be checked by its times after that.
-  const fineStamps = await probeFineStamps(config.inboxDir);
   // A catalog Redis lost is restored from the store before this worker commits (redis-recovery.ts).
   const guard = await startRecoveryGuard({ redis: deps.client, keys: deps.keys, store: deps.store, catalog: deps.catalog, log });
   const rejections = createRejectionLog(deps.client, deps.keys);
@@ -114,7 +111,6 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
     ...(deps.onPublished ? { onPublished: deps.onPublished } : {}),
     ...(deps.onPublishing ? { onPublishing: deps.onPublishing } : {}),
     onCatalogBehind: () => guard.behind(),
-    fineStamps,
     ...(config.ingest.carryMaxBytes > 0 && config.ingest.carryBytesPerSecond > 0
       ? { carry: createCarryPolicy({ maxBytes: config.ingest.carryMaxBytes, bytesPerSecond: config.ingest.carryBytesPerSecond }) }
       : {}),
@@ -157,7 +153,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
       return worker;
     },
   });
-  log.info({ concurrency: config.ingest.concurrency, validateThreads: threads, fineStamps }, 'worker ready');
+  log.info({ concurrency: config.ingest.concurrency, validateThreads: threads }, 'worker ready');
   // Tell `publish` and `rejected retry` which inbox this worker watches (inbox-marker.ts).
   const registration = await startInboxRegistration({ inboxDir: config.inboxDir, redis: deps.client, keys: deps.keys, log });
   // Old rejected drops leave REJECTED_DIR (ingest.rejected_retention; every worker may do it: rm is idempotent).

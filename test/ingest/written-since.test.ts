@@ -14,16 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createClaimRemoval } from '../../src/ingest/background/claim-removal.js';
-import { probeFineStamps } from '../../src/ingest/drop-folder/fine-stamps.js';
 import { readClaim } from '../../src/ingest/drop-folder/inbox.js';
 import { seenClaim, writtenSince, type SeenClaim } from '../../src/ingest/drop-folder/written-since.js';
 import { sha256Hex } from '../../src/sha256.js';
 import { capturingLogger } from '../helpers/log.js';
 
 let dir: string;
-
-/** Whether this machine's temporary folder gives a file new times on every write after a look at them. */
-const FINE = await probeFineStamps(tmpdir());
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'oddsfiles-written-since-'));
@@ -57,9 +53,6 @@ async function sameTick<C extends { path: string; seen: SeenClaim }>(c: C): Prom
   return { ...c, seen: { ...c.seen, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino, statAtMs: Math.max(st.mtimeMs, st.ctimeMs) } };
 }
 
-/** How a check reads again: synchronously up to `sync` bytes, compared with `held` when given. */
-const ways = (sync: number, held: Buffer | undefined, fineStamps = false) => ({ syncIoMaxBytes: sync, fineStamps, ...(held ? { held } : {}) });
-
 const WAYS = [
   { name: 'synchronously, compared with the bytes held', sync: 256 * 1024, held: true },
   { name: 'synchronously, by SHA-256', sync: 256 * 1024, held: false },
@@ -77,8 +70,8 @@ describe('a settled claim written again in place', () => {
         await rewriteInPlace(rewritten.path, size);
         rewritten = await sameTick(rewritten);
         const [a, b] = await Promise.all([
-          writtenSince(kept.path, kept.seen, ways(way.sync, way.held ? kept.held : undefined)),
-          writtenSince(rewritten.path, rewritten.seen, ways(way.sync, way.held ? rewritten.held : undefined)),
+          writtenSince(kept.path, kept.seen, way.sync, way.held ? kept.held : undefined),
+          writtenSince(rewritten.path, rewritten.seen, way.sync, way.held ? rewritten.held : undefined),
         ]);
         expect([a, b], `round ${i}`).toEqual([false, true]);
       }
@@ -95,8 +88,8 @@ describe('a settled claim written again in place', () => {
       await fh.close();
       changed = await sameTick(changed);
       const [a, b] = await Promise.all([
-        writtenSince(kept.path, kept.seen, ways(256 * 1024, held ? kept.held : undefined)),
-        writtenSince(changed.path, changed.seen, ways(256 * 1024, held ? changed.held : undefined)),
+        writtenSince(kept.path, kept.seen, 256 * 1024, held ? kept.held : undefined),
+        writtenSince(changed.path, changed.seen, 256 * 1024, held ? changed.held : undefined),
       ]);
       expect([a, b], held ? 'compared with the bytes held' : 'by SHA-256').toEqual([false, true]);
     }
@@ -107,70 +100,11 @@ describe('a settled claim written again in place', () => {
     for (const size of [10, 200_000, 50, 150_000, 250_000, 1]) claims.push(await claim(`c${size}`, size));
     await rewriteInPlace(claims[3]!.path, 150_000);
     const out = [];
-    for (const c of claims) out.push(await writtenSince(c.path, (await sameTick(c)).seen, ways(256 * 1024, undefined)));
+    for (const c of claims) out.push(await writtenSince(c.path, (await sameTick(c)).seen, 256 * 1024, undefined));
     expect(out).toEqual([false, false, false, true, false, false]);
     // A claim that is gone was not written again.
     await rm(claims[0]!.path);
-    expect(await writtenSince(claims[0]!.path, claims[0]!.seen, ways(256 * 1024, claims[0]!.held))).toBe(false);
-  });
-});
-
-describe('a filesystem whose every write after a look at the times changes them (fine stamps)', () => {
-  it('is told by a probe that leaves nothing behind; a missing folder or an unknown filesystem is not trusted', async () => {
-    expect(await probeFineStamps(dir)).toBe(FINE);
-    expect(await readdir(dir)).toEqual([]);
-    expect(await probeFineStamps(join(dir, 'missing'))).toBe(false);
-    if (process.platform === 'linux') expect(await probeFineStamps('/proc')).toBe(false);
-  });
-
-  it.runIf(FINE)('here: every rewrite in place of the same size, right after a look at the times, changes them', async () => {
-    const path = join(dir, 'rewritten');
-    await writeFile(path, randomBytes(4096));
-    for (let i = 0; i < 300; i++) {
-      const before = await lstat(path);
-      await rewriteInPlace(path, 4096);
-      const after = await lstat(path);
-      expect([after.mtimeMs !== before.mtimeMs, after.ctimeMs !== before.ctimeMs], `rewrite ${i}`).toEqual([true, true]);
-    }
-  });
-
-  for (const way of WAYS) {
-    it(`reads a claim again once: then its times tell (read again ${way.name})`, async () => {
-      const kept = await sameTick(await claim('kept', 300_000));
-      const opts = ways(way.sync, way.held ? kept.held : undefined, true);
-      expect(await writtenSince(kept.path, kept.seen, opts)).toBe(false);
-      expect(kept.seen.verified).toBe(true);
-      // Rewritten with its times made to look as seen: a second check trusts them, reading nothing.
-      await rewriteInPlace(kept.path, 300_000);
-      const alike = await sameTick(kept);
-      expect(alike.seen.verified).toBe(true);
-      expect(await writtenSince(alike.path, alike.seen, opts)).toBe(false);
-      // Without fine stamps, or before a first read again, the bytes decide.
-      expect(await writtenSince(alike.path, alike.seen, { ...opts, fineStamps: false })).toBe(true);
-      expect(await writtenSince(alike.path, { ...alike.seen, verified: undefined }, opts)).toBe(true);
-    });
-  }
-
-  it('marks a claim checked only when its bytes were read again and found unchanged, with fine stamps', async () => {
-    const rewritten = await claim('rewritten', 100_000);
-    await rewriteInPlace(rewritten.path, 100_000);
-    const stale = await sameTick(rewritten);
-    expect(await writtenSince(stale.path, stale.seen, ways(256 * 1024, stale.held, true))).toBe(true);
-    expect(stale.seen.verified).toBeUndefined();
-    const kept = await sameTick(await claim('kept', 100_000));
-    expect(await writtenSince(kept.path, kept.seen, ways(256 * 1024, kept.held))).toBe(false);
-    expect(kept.seen.verified).toBeUndefined();
-  });
-
-  it.runIf(FINE)('here: a rewrite in place after the one read again is told by the times alone', async () => {
-    for (let i = 0; i < 20; i++) {
-      const kept = await sameTick(await claim(`kept-${i}`, 100_000));
-      const opts = ways(256 * 1024, kept.held, true);
-      expect(await writtenSince(kept.path, kept.seen, opts)).toBe(false);
-      expect(kept.seen.verified).toBe(true);
-      await rewriteInPlace(kept.path, 100_000);
-      expect(await writtenSince(kept.path, kept.seen, opts), `round ${i}`).toBe(true);
-    }
+    expect(await writtenSince(claims[0]!.path, claims[0]!.seen, 256 * 1024, claims[0]!.held)).toBe(false);
   });
 });
 

@@ -67,8 +67,6 @@ export interface ClaimRemovalOptions {
    * (`ingest.sync_io_max_bytes`; 0, the default here: every removal on the thread pool).
    */
   readonly syncIoMaxBytes?: number;
-  /** Every write after a look at a claim's times changes them (fine-stamps.ts): a claim checked once needs no second read. */
-  readonly fineStamps?: boolean;
 }
 
 interface PendingClaim {
@@ -80,7 +78,6 @@ interface PendingClaim {
 export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const { log } = opts;
   const syncIoMaxBytes = opts.syncIoMaxBytes ?? 0;
-  const fineStamps = opts.fineStamps === true;
   let covered: PendingClaim[] = [];
   let checks: ClaimRef[] = [];
   let heldBytes = 0;
@@ -127,10 +124,7 @@ export function createClaimRemoval(opts: ClaimRemovalOptions): ClaimRemoval {
   const keepWrittenSince = async <C extends { readonly claim: ClaimRef }>(list: readonly C[]): Promise<C[]> => {
     const out: C[] = [];
     for (const c of list) {
-      if (
-        typeof c.claim !== 'string' &&
-        (await writtenSince(c.claim.path, c.claim.seen, { syncIoMaxBytes, fineStamps, ...(c.claim.held ? { held: c.claim.held } : {}) }))
-      ) {
+      if (typeof c.claim !== 'string' && (await writtenSince(c.claim.path, c.claim.seen, syncIoMaxBytes, c.claim.held))) {
         log.info({ path: c.claim.path }, 'a settled drop was written again in place: its claim stays and is processed again once quiet');
         continue;
       }

@@ -89,8 +89,6 @@ export interface ManifestWriterOptions {
    * (`ingest.sync_io_max_bytes`; 0, the default here: every removal on the thread pool).
    */
   readonly syncIoMaxBytes?: number;
-  /** Every write after a look at a claim's times changes them (fine-stamps.ts): a claim checked once needs no second read. */
-  readonly fineStamps?: boolean;
   /** The clock a write is timed with, ms (default performance.now; tests pass their own). */
   readonly now?: () => number;
   /**
@@ -106,11 +104,7 @@ export function createManifestWriter(opts: ManifestWriterOptions): ManifestWrite
   const maxCoalesceMs = Math.max(coalesceMs, opts.maxCoalesceMs ?? 500);
   const now = opts.now ?? (() => performance.now());
   const mirror = createCatalogMirror(catalog);
-  const claims = createClaimRemoval({
-    log,
-    ...(opts.syncIoMaxBytes !== undefined ? { syncIoMaxBytes: opts.syncIoMaxBytes } : {}),
-    fineStamps: opts.fineStamps === true,
-  });
+  const claims = createClaimRemoval({ log, ...(opts.syncIoMaxBytes !== undefined ? { syncIoMaxBytes: opts.syncIoMaxBytes } : {}) });
   const eviction = createEviction({ catalog, store, log });
   const records = createHistoryRecords({ catalog, store, log });
   // Without a restore to call, nothing is checked before a write (tests, one-off publishers).

@@ -11,11 +11,6 @@
  * else by their SHA-256. (The claim's rename stamps its ctime, so a fresh drop is always that close.)
  * A claim above `ingest.sync_io_max_bytes` is read again in chunks: a 50 MB drop costs 1 MiB more,
  * not another 50 MB.
- *
- * Where every write after a look at a file's times changes them (fine-stamps.ts), one such read is
- * enough: once the bytes were read again after a look at the times and found unchanged, later
- * checks compare the times alone. (The first read again is still needed: a write already under
- * way when the times were first read can leave the bytes read half old, half new.)
  */
 import { createHash } from 'node:crypto';
 import { lstatSync, type Stats } from 'node:fs';
@@ -33,23 +28,6 @@ export interface SeenClaim {
   readonly ino: number;
   readonly statAtMs: number;
   readonly sha256: string;
-  /**
-   * Set by a check that read the bytes again, after a look at the times, and found them unchanged,
-   * on a filesystem whose every later write changes the times (`fineStamps`): the times then tell.
-   */
-  verified?: boolean;
-}
-
-export interface WrittenSinceOptions {
-  /**
-   * `ingest.sync_io_max_bytes`: above 0, the lstat (and a re-read up to that size) is
-   * synchronous, microseconds on a local folder (src/sync-io.ts).
-   */
-  readonly syncIoMaxBytes?: number;
-  /** The bytes that were read, when the caller still has them. */
-  readonly held?: Buffer;
-  /** Every write after a look at the claim's times changes them (fine-stamps.ts). */
-  readonly fineStamps?: boolean;
 }
 
 /**
@@ -66,9 +44,13 @@ export function seenClaim(read: ClaimRead, sha256: string): SeenClaim {
   return { size: read.size, mtimeMs: read.mtimeMs, ctimeMs: read.ctimeMs, ino: read.ino, statAtMs: read.statAtMs, sha256 };
 }
 
-/** True when the claim at `path` holds other content than was seen; false when it is unchanged or gone. */
-export async function writtenSince(path: string, seen: SeenClaim, opts: WrittenSinceOptions = {}): Promise<boolean> {
-  const { syncIoMaxBytes = 0, held, fineStamps = false } = opts;
+/**
+ * True when the claim at `path` holds other content than was seen; false when it is unchanged or
+ * gone. `syncIoMaxBytes` (`ingest.sync_io_max_bytes`): above 0, the lstat (and a re-read up to
+ * that size) is synchronous, microseconds on a local folder (src/sync-io.ts). `held`: the bytes
+ * that were read, when the caller still has them.
+ */
+export async function writtenSince(path: string, seen: SeenClaim, syncIoMaxBytes = 0, held?: Buffer): Promise<boolean> {
   let st: Stats | undefined;
   if (syncIoMaxBytes > 0) {
     try {
@@ -79,22 +61,16 @@ export async function writtenSince(path: string, seen: SeenClaim, opts: WrittenS
   } else st = await ifExists(lstat(path));
   if (!st) return false;
   if (st.size !== seen.size || st.mtimeMs !== seen.mtimeMs || st.ctimeMs !== seen.ctimeMs || st.ino !== seen.ino) return true;
-  if (fineStamps && seen.verified === true) return false;
   if (seen.statAtMs - Math.max(seen.mtimeMs, seen.ctimeMs) > SAME_TICK_MS) return false;
   try {
     // Read only when its size is still the one seen: at most that many bytes.
     const compareWith = held?.length === seen.size ? held : undefined;
-    let same: boolean;
-    if (seen.size > syncIoMaxBytes) same = await sameInChunks(path, seen, compareWith);
-    else {
-      // Compared before anything else runs: the scratch buffer is shared.
-      if (scratch.length <= seen.size) scratch = Buffer.allocUnsafe(Math.max(seen.size + 1, Math.min(2 * scratch.length, syncIoMaxBytes + 1)));
-      const again = readClaimSyncInto(path, seen.size, scratch);
-      if (!again) return false;
-      same = compareWith ? again.equals(compareWith) : sha256Hex(again) === seen.sha256;
-    }
-    if (same && fineStamps) seen.verified = true;
-    return !same;
+    if (seen.size > syncIoMaxBytes) return !(await sameInChunks(path, seen, compareWith));
+    // Compared before anything else runs: the scratch buffer is shared.
+    if (scratch.length <= seen.size) scratch = Buffer.allocUnsafe(Math.max(seen.size + 1, Math.min(2 * scratch.length, syncIoMaxBytes + 1)));
+    const again = readClaimSyncInto(path, seen.size, scratch);
+    if (!again) return false;
+    return compareWith ? !again.equals(compareWith) : sha256Hex(again) !== seen.sha256;
   } catch {
     // Gone, or no longer readable as a drop: let the next look decide.
     return false;

@@ -32,7 +32,6 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       store: deps.store,
       log: deps.log,
       syncIoMaxBytes: deps.config.ingest.syncIoMaxBytes,
-      fineStamps: deps.fineStamps === true,
       ...(deps.onCatalogBehind ? { onCatalogBehind: deps.onCatalogBehind } : {}),
     }),
   };
@@ -61,11 +60,7 @@ async function publishWithin(ctx: PublishContext, claim: Claim, receivedAt: Date
   for (;;) {
     const { result, seen, held } = await settleOnce(ctx, claim, receivedAt, hold);
     if (seen === undefined) return result;
-    const again = await writtenSince(claim.path, seen, {
-      syncIoMaxBytes: config.ingest.syncIoMaxBytes,
-      fineStamps: ctx.deps.fineStamps === true,
-      ...(held ? { held } : {}),
-    });
+    const again = await writtenSince(claim.path, seen, config.ingest.syncIoMaxBytes, held);
     if (!again) {
       // Removed only now, unchanged since it was read (a published or unchanged drop's claim goes
       // after the manifest, which checks the same).

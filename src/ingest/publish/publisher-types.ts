@@ -66,11 +66,6 @@ export interface PublisherDeps {
    * before the next manifest write; a rejection is retried.
    */
   readonly onCatalogBehind?: () => Promise<void>;
-  /**
-   * Every write after a look at a claim's times changes them (fine-stamps.ts): a claim whose bytes
-   * were read again once and found unchanged is checked by its times alone after that.
-   */
-  readonly fineStamps?: boolean;
 }
 
 export interface Publisher {

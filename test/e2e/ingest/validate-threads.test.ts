@@ -4,14 +4,11 @@
  * validation thread (`ingest.validate_threads`, said in its `worker ready` line), and with
  * `validate_threads: 0` on its event loop; either way a large valid drop is published and a large
  * one that breaks a rule is rejected with its reason, and its metrics count where each check ran.
- * Its `worker ready` line also says whether the inbox's filesystem stamps every write after a
- * look at a file's times (then each drop is read again once, not twice, before its claim goes).
  */
 import { availableParallelism } from 'node:os';
-import { readdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { probeFineStamps } from '../../../src/ingest/drop-folder/fine-stamps.js';
 import { drop, rejectionRecords } from '../../helpers/drops.js';
 import { freePort } from '../../helpers/faults.js';
 import { readCatalog } from '../../helpers/published.js';
@@ -51,10 +48,6 @@ describe('validation threads of a worker', () => {
     svc = await startOddsfiles({ ...baseEnv(dataDir, prefix), METRICS_PORT: String(metricsPort) }, ['start', '--roles', 'watcher,worker']);
     const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
     expect(ready.validateThreads).toBe(threads);
-    // Whether its inbox's filesystem stamps every write after a look at the times (one read again
-    // per drop, not two), as a probe here finds; the worker's probe left no file behind.
-    expect(ready.fineStamps).toBe(await probeFineStamps(join(dataDir, 'inbox')));
-    expect((await readdir(join(dataDir, 'inbox'))).filter((n) => n.startsWith('.oddsfiles-stamps-'))).toEqual([]);
 
     const good = generateDocument(GOOD, { targetBytes: 200 * 1024, generatedAt: generatedAt() });
     expect(good.length).toBeGreaterThan(64 * 1024);
