@@ -95,6 +95,17 @@ describe('a settled claim written again in place', () => {
     }
   });
 
+  it('is told at a later check after an earlier one found the bytes unchanged: a write already under way that pauses mid-copy leaves the times alike', async () => {
+    for (const held of [true, false]) {
+      const first = await sameTick(await claim(`paused-${held}`, 100_000));
+      expect(await writtenSince(first.path, first.seen, 256 * 1024, held ? first.held : undefined)).toBe(false);
+      // The write goes on: new bytes, the times as they were when the first check looked.
+      await rewriteInPlace(first.path, 100_000);
+      const later = await sameTick(first);
+      expect(await writtenSince(later.path, later.seen, 256 * 1024, held ? later.held : undefined)).toBe(true);
+    }
+  });
+
   it('reads claims of growing sizes one after another into the shared buffer without mixing them up', async () => {
     const claims = [];
     for (const size of [10, 200_000, 50, 150_000, 250_000, 1]) claims.push(await claim(`c${size}`, size));
