@@ -4,17 +4,18 @@
  */
 import type { Redis } from 'ioredis';
 import { OddsfilesError } from '../errors.js';
+import { isNoScript, luaScript } from '../redis/cached-script.js';
 import type { RedisKeys } from '../redis/key-names.js';
 import { encodeCarried } from './carried.js';
 import { changeEntryOf } from './change-log.js';
-import { isNoScript, luaScript } from '../redis/cached-script.js';
 import { COMMIT_LUA } from './commit-script.js';
 import { createHistoryIndex, type HistoryIndex } from './history-index.js';
 import type { CatalogChange, CatalogEntry, CatalogSnapshot, CommitOutcome, CommitResult } from './types.js';
 
-// KEYS: catalog hash, seq counter. A consistent snapshot: entries and seq read atomically.
+/** Run by its SHA-1 with every publication (cached-script.ts). */
 const commitScript = luaScript(COMMIT_LUA);
 
+// KEYS: catalog hash, seq counter. A consistent snapshot: entries and seq read atomically.
 const SNAPSHOT_LUA = `
 return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}
 `;
