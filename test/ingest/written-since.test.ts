@@ -2,11 +2,12 @@
  * Whether a settled claim was written again in place (src/ingest/drop-folder/written-since.ts),
  * and the removal of settled claims that relies on it (src/ingest/background/claim-removal.ts),
  * on a real folder. A rewrite right after the read, of the same size, can land in the same tick
- * of the kernel's coarse clock (kernels without fine-grained timestamps), leaving the times as
- * they were seen: only the bytes read again can tell it. The cases here make that happen on any
- * kernel: what was seen is given the claim's times as they are after the rewrite, so the bytes
- * decide, on every way of reading again (synchronously into the shared buffer, on the thread
- * pool; compared with the bytes held, or by their SHA-256).
+ * of the kernel's coarse clock (kernels without fine-grained timestamps), and a single write
+ * already under way when the times were read, paused mid-copy, changes them no more on any kernel:
+ * the times stay as they were seen, and only the bytes read again can tell. The cases here make
+ * that happen on any kernel: what was seen is given the claim's times as they are after the
+ * rewrite, so the bytes decide, on every way of reading again (synchronously into the shared
+ * buffer, on the thread pool; compared with the bytes held, or by their SHA-256).
  */
 import { randomBytes } from 'node:crypto';
 import { lstat, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises';
