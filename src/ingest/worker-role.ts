@@ -81,7 +81,7 @@ export async function startWorkerRole(deps: WorkerRoleDeps): Promise<() => Promi
   }
   // Drops are validated and hashed off the event loop (ingest.validate_threads). On the default,
   // a worker whose loop serves no readers checks them on it while its thread waits for a core.
-  const threads = config.ingest.validateThreads ?? defaultValidateThreads();
+  const threads = config.ingest.validateThreads ?? defaultValidateThreads(deps.servesReaders === true);
   let busyTold = false;
   const check = createDropChecker({
     limits: config.limits,

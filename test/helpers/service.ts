@@ -47,8 +47,10 @@ export function baseEnv(dataDir: string, prefix: string, extra: Record<string, s
   };
 }
 
-export async function startOddsfiles(env: Record<string, string>, args: string[] = ['start']): Promise<RunningOddsfiles> {
-  const proc = spawnTracked(process.execPath, [BIN, ...args], { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `cpus`: the CPUs the process may run on (`taskset -c`, which then execs it: the same process), to be a machine of that many cores. */
+export async function startOddsfiles(env: Record<string, string>, args: string[] = ['start'], opts: { cpus?: string } = {}): Promise<RunningOddsfiles> {
+  const [cmd, argv] = opts.cpus === undefined ? [process.execPath, [BIN, ...args]] : ['taskset', ['-c', opts.cpus, process.execPath, BIN, ...args]];
+  const proc = spawnTracked(cmd, argv, { env, cwd: env.DATA_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const waiters = new Set<() => void>();
   let stderr = '';

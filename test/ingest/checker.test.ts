@@ -188,7 +188,9 @@ describe('the drop checker', () => {
     expect(free.on.every((w) => w === 'thread')).toBe(true);
   });
 
-  it('by default, one thread on two cores or more, none on one', () => {
-    expect(defaultValidateThreads()).toBe(availableParallelism() >= 2 ? 1 : 0);
+  it('by default, one thread on two cores or more; on one core, only where the loop serves readers', () => {
+    expect(defaultValidateThreads(false)).toBe(availableParallelism() >= 2 ? 1 : 0);
+    expect([1, 2, 8].map((cores) => defaultValidateThreads(false, cores))).toEqual([0, 1, 1]);
+    expect([1, 2, 8].map((cores) => defaultValidateThreads(true, cores))).toEqual([1, 1, 1]);
   });
 });

@@ -78,7 +78,7 @@ export const IngestSection = Type.Object(
         minimum: 0,
         maximum: 64,
         description:
-          'threads per worker that validate and hash drops of 64 KiB or more, off its event loop; 0: on the event loop; absent: 1 on two cores or more, else 0, and a worker that serves no readers checks on its loop for 30 s whenever the thread waits for a core',
+          'threads per worker that validate and hash drops of 64 KiB or more, off its event loop; 0: on the event loop; absent: 1, but 0 for a worker that serves no readers on one core, and such a worker checks on its loop for 30 s whenever the thread waits for a core',
       }),
     ),
   },

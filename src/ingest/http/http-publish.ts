@@ -55,7 +55,7 @@ export async function startHttpPublisher(deps: HttpPublisherDeps): Promise<HttpP
   const checkDrop = createDropChecker({
     limits: config.limits,
     schema: loadDocumentSchema(),
-    threads: config.ingest.validateThreads ?? defaultValidateThreads(),
+    threads: config.ingest.validateThreads ?? defaultValidateThreads(true),
     onDemand: true,
   });
 

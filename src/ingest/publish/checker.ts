@@ -57,13 +57,16 @@ export type CheckAnswer = (
 };
 
 /**
- * One thread on a machine of two cores or more, none on one core. The checks then hold no loop:
- * neither the one that serves readers (one process, a reader's dry runs) nor a worker's, whose
- * other drops' file and Redis steps go on meanwhile, and the check runs beside them on the second
- * core. A second thread gains nothing on two cores.
+ * One thread where a check would otherwise hold a loop that serves readers (`npm start`, a worker
+ * with the reader role, a reader's dry runs of uploads), on any number of cores: on one core the
+ * kernel shares it between the loop and the thread in slices of a few ms, where a check on the
+ * loop holds it for the whole drop (~40 ms for 5 MB). A worker that serves no readers gets one on
+ * two cores or more, where the check runs on another core beside its other drops' file and Redis
+ * steps; on one core it checks on its loop, for about a tenth less CPU per drop. A second thread
+ * gains nothing on two cores.
  */
-export function defaultValidateThreads(): number {
-  return availableParallelism() >= 2 ? 1 : 0;
+export function defaultValidateThreads(servesReaders: boolean, cores = availableParallelism()): number {
+  return servesReaders || cores >= 2 ? 1 : 0;
 }
 
 /** A validation thread's heap: JSON.parse + ajv of the largest drop (when the schema needs them) peak at several times its size. */

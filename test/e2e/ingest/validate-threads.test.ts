@@ -4,7 +4,10 @@
  * validation thread (`ingest.validate_threads`, said in its `worker ready` line), and with
  * `validate_threads: 0` on its event loop; either way a large valid drop is published and a large
  * one that breaks a rule is rejected with its reason, and its metrics count where each check ran.
+ * On one core (the process bound to one CPU with `taskset`), a worker alone checks on its loop and
+ * one whose process also serves readers keeps its thread.
  */
+import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -67,5 +70,23 @@ describe('validation threads of a worker', () => {
     const count = (on: string) => Number(new RegExp(`^oddsfiles_drop_checks_total\\{[^}]*on="${on}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
     expect(count(threads > 0 ? 'thread' : 'loop')).toBe(2);
     expect(count(threads > 0 ? 'loop' : 'thread')).toBe(0);
+  });
+
+  // Bound to one CPU, the process is a machine of one core (Node counts the CPUs it may run on).
+  const taskset = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+  it.skipIf(!taskset).each([
+    { roles: 'watcher,worker', threads: 0 },
+    { roles: 'watcher,worker,reader', threads: 1 },
+  ])('on one core, unset: --roles $roles checks on $threads thread(s)', async ({ roles, threads }) => {
+    const prefix = uniquePrefix('e2e-vthreads1');
+    prefixes.push(prefix);
+    const dataDir = await makeDataDir('e2e-vthreads1');
+    svc = await startOddsfiles(baseEnv(dataDir, prefix), ['start', '--roles', roles], { cpus: '0' });
+    const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
+    expect(ready.validateThreads).toBe(threads);
+    const good = generateDocument(GOOD, { targetBytes: 200 * 1024, generatedAt: generatedAt() });
+    await drop(join(dataDir, 'inbox'), GOOD.filename, good);
+    const published = await waitFor(async () => (await readCatalog(prefix)).get(GOOD.filename));
+    expect(published.size).toBe(good.length);
   });
 });
