@@ -52,6 +52,8 @@ export interface Outcome {
   readonly detail?: string;
   /** A rejection's folder in REJECTED_DIR. */
   readonly rejectionId?: string;
+  /** Published or unchanged: the document's generated_at (its own, or stamped on receipt), as `--url` reports it. */
+  readonly generated_at?: string;
   /** Superseded: the generated_at of the published version that won. */
   readonly publishedGeneratedAt?: string;
   /** Counts as a failure (exit 1) whatever its outcome. */
@@ -100,6 +102,7 @@ async function outcomeOf(ctx: CliContext, s: Submitted, events: QueueEvents, dea
         detail: `generated_at ${r.generatedAt ?? '?'} is not newer than the published ${r.publishedGeneratedAt}`,
         publishedGeneratedAt: r.publishedGeneratedAt,
       };
+    if ((r.outcome === 'published' || r.outcome === 'unchanged') && r.generatedAt !== undefined) return { outcome: r.outcome, generated_at: r.generatedAt };
     if (r.reason === undefined) return { outcome: r.outcome };
     return { outcome: r.outcome, reason: r.reason, detail: r.detail ?? '', ...(r.rejectionId ? { rejectionId: r.rejectionId } : {}) };
   } catch (err) {
@@ -164,7 +167,7 @@ export function reportOutcomes(
     for (const [i, s] of submitted.entries()) {
       const o = outcomes[i]!;
       const tail =
-        (o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : '') +
+        (o.reason ? `\t${o.reason}: ${o.detail}` : o.detail ? `\t${o.detail}` : o.generated_at ? `\tgenerated_at ${o.generated_at}` : '') +
         (o.rejectionId ? `\t${newRejectionId ? 'new id' : 'id'} ${o.rejectionId}` : '');
       ctx.io.stdout.write(`${Object.values(s.fields).join('\t')}\t${o.outcome}${tail}\n`);
     }

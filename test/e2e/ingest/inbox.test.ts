@@ -65,7 +65,11 @@ describe('the inbox the workers watch (oddsfiles start, publish, rejected retry)
     const ok = await runCli(env, ['publish', file]);
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toBe(`${file}\tpublished\n`);
+    // Stamped on receipt (the document has none), and said as `--url` says it.
+    expect(ok.stdout.endsWith('\n')).toBe(true);
+    const [name, outcome, at, ...rest] = ok.stdout.trimEnd().split('\t');
+    expect([name, outcome, rest]).toEqual([file, 'published', []]);
+    expect(at).toMatch(/^generated_at \d{4}-\d\d-\d\dT\S+Z$/);
   });
 
   it('rejected retry --all from another DATA_DIR is refused and leaves REJECTED_DIR whole', async () => {

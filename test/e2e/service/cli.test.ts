@@ -108,7 +108,7 @@ describe('oddsfiles commands against a running service', () => {
     const ok = await runCli(env, ['rejected', 'retry', first, '--json']);
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toEqual([{ id: first, filename: FEED, outcome: 'published' }]);
+    expect(JSON.parse(ok.stdout)).toEqual([{ id: first, filename: FEED, outcome: 'published', generated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
     expect(await statusRejections()).not.toContain(first);
 
     // Retried as it is: rejected again, under a new id, exit 1.
