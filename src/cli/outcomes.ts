@@ -52,7 +52,7 @@ export interface Outcome {
   readonly detail?: string;
   /** A rejection's folder in REJECTED_DIR. */
   readonly rejectionId?: string;
-  /** Published or unchanged: the document's generated_at (its own, or stamped on receipt), as `--url` reports it. */
+  /** Published or unchanged: the published version's generated_at (the document's own, or stamped on receipt), as `--url` reports it. */
   readonly generated_at?: string;
   /** Superseded: the generated_at of the published version that won. */
   readonly publishedGeneratedAt?: string;
@@ -102,7 +102,9 @@ async function outcomeOf(ctx: CliContext, s: Submitted, events: QueueEvents, dea
         detail: `generated_at ${r.generatedAt ?? '?'} is not newer than the published ${r.publishedGeneratedAt}`,
         publishedGeneratedAt: r.publishedGeneratedAt,
       };
-    if ((r.outcome === 'published' || r.outcome === 'unchanged') && r.generatedAt !== undefined) return { outcome: r.outcome, generated_at: r.generatedAt };
+    // The published version's: for an unchanged drop without generated_at, not the stamp it got on receipt.
+    const at = r.current?.generatedAt ?? r.generatedAt;
+    if ((r.outcome === 'published' || r.outcome === 'unchanged') && at !== undefined) return { outcome: r.outcome, generated_at: at };
     if (r.reason === undefined) return { outcome: r.outcome };
     return { outcome: r.outcome, reason: r.reason, detail: r.detail ?? '', ...(r.rejectionId ? { rejectionId: r.rejectionId } : {}) };
   } catch (err) {

@@ -70,6 +70,10 @@ describe('the inbox the workers watch (oddsfiles start, publish, rejected retry)
     const [name, outcome, at, ...rest] = ok.stdout.trimEnd().split('\t');
     expect([name, outcome, rest]).toEqual([file, 'published', []]);
     expect(at).toMatch(/^generated_at \d{4}-\d\d-\d\dT\S+Z$/);
+    // Again, the same bytes: unchanged, with the published version's generated_at, not a new stamp.
+    const again = await runCli(env, ['publish', file]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe(`${file}\tunchanged\t${at}\n`);
   });
 
   it('rejected retry --all from another DATA_DIR is refused and leaves REJECTED_DIR whole', async () => {
