@@ -60,7 +60,7 @@ export type CheckAnswer = (
  * One thread where a check would otherwise hold a loop that serves readers (`npm start`, a worker
  * with the reader role, a reader's dry runs of uploads), on any number of cores: on one core the
  * kernel shares it between the loop and the thread in slices of a few ms, where a check on the
- * loop holds it for the whole drop (~40 ms for 5 MB). A worker that serves no readers gets one on
+ * loop holds it for the whole drop (~50 ms for 5 MB). A worker that serves no readers gets one on
  * two cores or more, where the check runs on another core beside its other drops' file and Redis
  * steps; on one core it checks on its loop, for about a tenth less CPU per drop. A second thread
  * gains nothing on two cores.

@@ -30,6 +30,12 @@ function twiceNamed(): Buffer {
   return Buffer.from(`${doc.slice(0, at)},"x_extra":1,"x_extra":2${doc.slice(at)}`, 'utf8');
 }
 
+/** The worker's counts of drop checks by where they ran, from its /metrics (loopback: no token needed). */
+async function checksOn(metricsPort: number): Promise<(on: 'thread' | 'loop') => number> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  return (on) => Number(new RegExp(`^oddsfiles_drop_checks_total\\{[^}]*on="${on}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+}
+
 describe('validation threads of a worker', () => {
   let svc: RunningOddsfiles | undefined;
   const prefixes: string[] = [];
@@ -66,8 +72,7 @@ describe('validation threads of a worker', () => {
     expect(records.detail).toMatch(/"x_extra" appears twice/);
     expect((await readCatalog(prefix)).has(BAD.filename)).toBe(false);
     // Its metrics count where the two checks ran (from loopback, no token needed).
-    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    const count = (on: string) => Number(new RegExp(`^oddsfiles_drop_checks_total\\{[^}]*on="${on}"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    const count = await checksOn(metricsPort);
     expect(count(threads > 0 ? 'thread' : 'loop')).toBe(2);
     expect(count(threads > 0 ? 'loop' : 'thread')).toBe(0);
   });
@@ -77,16 +82,25 @@ describe('validation threads of a worker', () => {
   it.skipIf(!taskset).each([
     { roles: 'watcher,worker', threads: 0 },
     { roles: 'watcher,worker,reader', threads: 1 },
-  ])('on one core, unset: --roles $roles checks on $threads thread(s)', async ({ roles, threads }) => {
-    const prefix = uniquePrefix('e2e-vthreads1');
-    prefixes.push(prefix);
-    const dataDir = await makeDataDir('e2e-vthreads1');
-    svc = await startOddsfiles(baseEnv(dataDir, prefix), ['start', '--roles', roles], { cpus: '0' });
-    const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
-    expect(ready.validateThreads).toBe(threads);
-    const good = generateDocument(GOOD, { targetBytes: 200 * 1024, generatedAt: generatedAt() });
-    await drop(join(dataDir, 'inbox'), GOOD.filename, good);
-    const published = await waitFor(async () => (await readCatalog(prefix)).get(GOOD.filename));
-    expect(published.size).toBe(good.length);
-  });
+  ])(
+    'on one core, unset: --roles $roles checks on $threads thread(s)',
+    async ({ roles, threads }) => {
+      const prefix = uniquePrefix('e2e-vthreads1');
+      prefixes.push(prefix);
+      const dataDir = await makeDataDir('e2e-vthreads1');
+      const metricsPort = await freePort();
+      svc = await startOddsfiles({ ...baseEnv(dataDir, prefix), METRICS_PORT: String(metricsPort) }, ['start', '--roles', roles], { cpus: '0' });
+      const ready = await svc.waitForLog((l) => l.msg === 'worker ready', 30_000);
+      expect(ready.validateThreads).toBe(threads);
+      const good = generateDocument(GOOD, { targetBytes: 200 * 1024, generatedAt: generatedAt() });
+      await drop(join(dataDir, 'inbox'), GOOD.filename, good);
+      const published = await waitFor(async () => (await readCatalog(prefix)).get(GOOD.filename));
+      expect(published.size).toBe(good.length);
+      // Where the check ran, as the worker counts it.
+      const count = await checksOn(metricsPort);
+      expect(count(threads > 0 ? 'thread' : 'loop')).toBe(1);
+      expect(count(threads > 0 ? 'loop' : 'thread')).toBe(0);
+    },
+    90_000,
+  );
 });
