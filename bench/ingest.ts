@@ -214,12 +214,12 @@ function pickVariants(): Variant[] {
     const bin = builtEntry(BASELINE);
     const picked = args['baseline-variants']?.split(',');
     const again = variants.filter((v) => !v.bare && (!picked || picked.includes(v.id!)));
-    // The same shape and options on the other build; what the name says of defaults (a validation
-    // thread) is this build's, and may not hold there.
+    // The same shape and options on the other build, named by the variant's id only: what its name
+    // says of defaults (a validation thread) is this build's, and may not hold there.
     variants.push(
       ...again.map((v) => ({
         id: `${v.id!}@baseline`,
-        name: `baseline build, its own defaults: ${v.name}`,
+        name: `baseline build, its own defaults, shaped as variant \`${v.id!}\``,
         options: { ...v.options, bin },
         seconds: [],
         cpu: [],

@@ -240,6 +240,7 @@ describe('the change feed over TLS', () => {
       await expect.poll(openStreams, { timeout: 5000 }).toBe(0);
       await expect.poll(slotsHeld, { timeout: 5000 }).toBe(0);
       // The reader still serves streams on this transport.
+      await level();
       const again = open(transport);
       await again.until(/retry: \d+\n\n/);
       const sent = await inject(1);
