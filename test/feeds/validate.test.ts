@@ -459,7 +459,7 @@ describe('the fixture generator', () => {
     }
   });
 
-  it('writeCorpus lays the cases out like the shared corpus', async () => {
+  it('writeCorpus lays the cases out as <group>/<case>/<filename>, valid files under valid/, with EXPECTED.json', async () => {
     const out = join(dir, 'corpus');
     await writeCorpus(out, cases);
     for (const c of cases) {
